@@ -1,0 +1,39 @@
+"""Policy backends: what generates samples and computes log-probs for the trainer.
+
+``PolicyBackend`` is the seam where engines plug in: the local transformers backend (CPU
+default) lives in ``hf.py``; a vLLM backend adds a module here, imported lazily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+
+@dataclass
+class Completion:
+    token_ids: list[int]
+    logprobs: list[float]  # log-prob of each sampled token under the sampling distribution
+    finished: bool  # ended with EOS rather than at the length limit
+
+
+class PolicyBackend(Protocol):
+    version: int  # increments on every optimizer step; recorded on samples for staleness
+
+    def encode_prompt(self, user_message: str) -> list[int]: ...
+
+    def decode(self, token_ids: list[int]) -> str: ...
+
+    def generate(
+        self, prompts: list[list[int]], n: int, max_new_tokens: int, temperature: float, top_p: float = 1.0,
+        greedy: bool = False,
+    ) -> list[list[Completion]]: ...
+
+    def completion_logprobs(
+        self, prompts: list[list[int]], completions: list[list[int]], n: int, temperature: float,
+        reference: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def optimizer_step(self) -> dict[str, float]: ...

@@ -1,0 +1,118 @@
+"""Command line: ``autotelic run | resume | eval | export``. The only module that knows every part."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from autotelic.backends.embedded import ModelFileError
+from autotelic.config import ConfigError, ModelConfig, load_config
+from autotelic.curricula.learnability import EmptyFamilyError
+from autotelic.tasks import UnknownFamilyError
+from autotelic.train import TrainingError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Language-model agents that improve themselves by reinforcement learning.")
+
+USER_ERRORS = (ConfigError, ModelFileError, TrainingError, EmptyFamilyError, UnknownFamilyError, FileNotFoundError)
+OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g. train.steps=30")
+
+
+def _fail(error: Exception) -> None:
+    typer.echo(f"error: {error}", err=True)
+    raise typer.Exit(2)
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("transformers", "peft", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+@app.command()
+def run(
+    overrides: Optional[list[str]] = OVERRIDES,
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Recipe YAML (see recipes/)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Local Hugging Face model directory."),
+) -> None:
+    """Train a solver on a self-evolving curriculum (default: the embedded model, default recipe)."""
+    _setup_logging()
+    from autotelic.train import train
+
+    try:
+        extra = [f"model.path={model}"] if model else []
+        train(load_config(config, list(overrides or []) + extra))
+    except USER_ERRORS as error:
+        _fail(error)
+
+
+@app.command()
+def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
+    """Continue a stopped run from its last checkpoint (overrides such as train.steps=80 allowed)."""
+    _setup_logging()
+    from autotelic.train import resume as resume_run
+
+    try:
+        resume_run(run_dir, list(overrides or []))
+    except USER_ERRORS as error:
+        _fail(error)
+
+
+@app.command("eval")
+def evaluate_command(
+    target: str = typer.Argument(..., help="A run directory (its exported model) or a model directory."),
+    overrides: Optional[list[str]] = OVERRIDES,
+) -> None:
+    """Greedy held-out accuracy of a run's final model or of any local model directory."""
+    _setup_logging()
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.evaluate import evaluate, heldout_tasks
+
+    try:
+        path = Path(target)
+        run_config = path / "config.yaml"
+        config = load_config(run_config if run_config.is_file() else None, list(overrides or []))
+        model_dir = path / "model" if run_config.is_file() else path
+        if run_config.is_file() and not (model_dir / "config.json").is_file():
+            raise TrainingError(f"{path} has no exported model yet: run `autotelic export {path}` first")
+        policy = HFPolicy(ModelConfig(path=str(model_dir), lora=False, threads=config.model.threads,
+                                      system_prompt=config.model.system_prompt))
+        tasks = heldout_tasks(config.curriculum.families, config.eval.levels, config.eval.per_level, config.eval.seed)
+        result = evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size)
+    except USER_ERRORS as error:
+        _fail(error)
+    typer.echo(json.dumps(result.summary(), indent=2))
+
+
+@app.command()
+def export(run_dir: Path, out: Optional[Path] = typer.Option(None, help="Destination (default RUN_DIR/model).")) -> None:
+    """Write the latest checkpoint as a Hugging Face model directory (LoRA merged)."""
+    _setup_logging()
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.checkpoint import latest_checkpoint, load_checkpoint
+
+    try:
+        config = load_config(run_dir / "config.yaml")
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise TrainingError(f"{run_dir} has no checkpoint to export")
+        policy = HFPolicy(config.model)
+        policy.load_trainable_state(load_checkpoint(checkpoint)["trainable"])
+        destination = out or run_dir / "model"
+        policy.export(destination)
+    except USER_ERRORS as error:
+        _fail(error)
+    typer.echo(f"exported {checkpoint.name} to {destination}")
+
+
+def main() -> None:
+    sys.exit(app())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Typed run configuration: dataclasses, loadable from YAML, with dotted ``key=value`` overrides.
+
+Every field has a default, so ``RunConfig()`` is the default recipe. Unknown keys and values of
+the wrong type stop with a one-line message that names the key and the valid choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration problem, reported in one line naming the offending key."""
+
+
+@dataclass
+class ModelConfig:
+    path: str | None = None
+    """Local Hugging Face model directory; None uses the embedded SmolLM2-135M-Instruct."""
+    lora: bool = True
+    """Train LoRA adapters (peft) instead of all weights; merged into the model on export."""
+    lora_rank: int = 32
+    lora_alpha: int = 64
+    lora_dropout: float = 0.0
+    lora_targets: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    threads: int | None = None
+    """torch intra-op threads; None uses every core."""
+    system_prompt: str | None = None
+    """System message for every prompt; None keeps the chat template's default."""
+
+
+@dataclass
+class GenerateConfig:
+    group_size: int = 4
+    """Samples per task (the GRPO group)."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+
+@dataclass
+class FilterConfig:
+    drop_zero_variance: bool = True
+    """Drop groups whose rewards are all equal: their GRPO advantages are zero."""
+
+
+@dataclass
+class ControlConfig:
+    max_new_tokens: int = 24
+    """Hard cap on completion length."""
+    max_tokens_per_step: int | None = None
+    """Completion-token budget per step; tasks beyond it are not generated."""
+    tasks_per_step: int = 8
+    """Tasks (prompts) generated per step; samples per step = tasks_per_step * group_size."""
+
+
+@dataclass
+class CurriculumConfig:
+    name: str = "learnability"
+    """learnability (reward-variance bandit over family x level) or uniform."""
+    families: list[str] = field(default_factory=lambda: ["add", "compare", "successor", "rg_chain_sum"])
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3])
+    temperature: float = 0.1
+    """Boltzmann temperature over arm values; lower is greedier."""
+    ema: float = 0.5
+    """Weight of the newest observation in each arm's running pass-rate estimate."""
+    prior_pass_rate: float = 0.5
+    """Optimistic pass rate assumed for arms never tried, so each gets explored."""
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = "grpo"
+    lr: float = 2e-4
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    beta: float = 0.0
+    """KL coefficient to the reference policy (0 disables the reference forward)."""
+    kl_estimator: str = "k3"
+    scale_rewards: bool = True
+    """Divide group advantages by the group's reward std (GRPO); False is Dr.GRPO."""
+    loss_agg: str = "token-mean"
+    """token-mean (DAPO, over every token of the batch) or seq-mean-token-mean (original GRPO)."""
+    updates_per_batch: int = 1
+    """Gradient steps on each rollout batch; above 1 the clipped ratio matters."""
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    micro_batch_groups: int = 8
+    """Groups per forward/backward; gradients accumulate over the batch."""
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 60
+    seed: int = 0
+    max_minutes: float | None = 12.0
+    """Stop taking new steps after this many minutes of training (evaluation excluded)."""
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 2
+
+
+@dataclass
+class EvalConfig:
+    seed: int = 987_654_321
+    """Seed for the held-out set; the trainer's task streams never use it."""
+    per_level: int = 16
+    """Held-out tasks per family and level."""
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3])
+    max_new_tokens: int = 24
+    every: int = 0
+    """Also evaluate every N steps (0: only before and after)."""
+    batch_size: int = 64
+
+
+@dataclass
+class LoggingConfig:
+    runs_dir: str = "runs"
+    run_name: str | None = None
+    """Directory name under runs_dir; None makes one from the time."""
+    progress: bool = True
+    tensorboard: bool = False
+    wandb: bool = False
+    mlflow: bool = False
+    rollouts_per_step: int | None = None
+    """Rollouts written to rollouts.jsonl per step; None writes all."""
+
+
+@dataclass
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    generate: GenerateConfig = field(default_factory=GenerateConfig)
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    control: ControlConfig = field(default_factory=ControlConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+
+def _coerce(value: Any, annotation: Any, key: str) -> Any:
+    """Check ``value`` against a field's type annotation, converting where it is lossless."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option, key)
+            except ConfigError as error:
+                errors.append(str(error))
+        raise ConfigError(errors[0])
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"config key '{key}' must be a list, got {value!r}")
+        (item_type,) = typing.get_args(annotation)
+        return [_coerce(v, item_type, key) for v in value]
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, dict):
+            raise ConfigError(f"config section '{key}' must be a mapping, got {value!r}")
+        return _build(annotation, value, key + ".")
+    if annotation is float and not isinstance(value, bool) and isinstance(value, (int, str)):
+        try:  # YAML reads 1e-3 (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
+    if annotation is Any or isinstance(value, annotation) and not (annotation is int and isinstance(value, bool)):
+        return value
+    raise ConfigError(f"config key '{key}' must be {annotation.__name__}, got {value!r}")
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        raise ConfigError(f"unknown config key '{prefix}{unknown[0]}'; valid keys here: {', '.join(names)}")
+    return cls(**{k: _coerce(v, hints[k], prefix + k) for k, v in data.items()})
+
+
+def to_dict(config: RunConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"config key '{dotted}': '{part}' is not a section")
+    node[leaf] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``train.steps=30`` -> ("train.steps", 30); values are parsed as YAML scalars/lists."""
+    if "=" not in text:
+        raise ConfigError(f"override '{text}' must look like key=value (e.g. train.steps=30)")
+    key, raw = text.split("=", 1)
+    return key.strip(), yaml.safe_load(raw) if raw.strip() else None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Defaults, then the YAML file, then dotted overrides; validated against the dataclasses."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            raise ConfigError(f"config file {path} is not valid YAML: {error}".splitlines()[0]) from error
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        data = loaded or {}
+    for text in overrides:
+        key, value = parse_override(text)
+        _set_dotted(data, key, value)
+    return _build(RunConfig, data)
+
+
+def save_config(config: RunConfig, path: Path) -> None:
+    path.write_text(yaml.safe_dump(to_dict(config), sort_keys=False))

@@ -1,0 +1,1 @@
+"""Run outputs: metric sinks, the live progress display and the HTML report."""

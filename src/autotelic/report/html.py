@@ -1,0 +1,95 @@
+"""report.html: reward, held-out accuracy and curriculum over time, as embedded matplotlib PNGs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+SHARE_PREFIX = "curriculum/share/"
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _png(fig: plt.Figure) -> str:
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _reward_plot(rows: list[dict[str, Any]]) -> str:
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    steps = [r["step"] for r in rows if "reward/mean" in r]
+    ax.plot(steps, [r["reward/mean"] for r in rows if "reward/mean" in r], label="mean reward", color="black")
+    families = sorted({k for r in rows for k in r if k.startswith("reward/") and k != "reward/mean"})
+    for key in families:
+        points = [(r["step"], r[key]) for r in rows if key in r]
+        ax.plot(*zip(*points), ".", alpha=0.5, label=key.split("/", 1)[1])
+    ax.set_xlabel("step"), ax.set_ylabel("reward"), ax.set_ylim(-0.05, 1.05), ax.legend(fontsize=7, ncol=3)
+    ax.set_title("Training reward")
+    return _png(fig)
+
+
+def _accuracy_plot(evals: list[dict[str, Any]]) -> str:
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    ax.plot([e["step"] for e in evals], [e["accuracy"] for e in evals], "o-")
+    ax.set_xlabel("step"), ax.set_ylabel("held-out accuracy (greedy)"), ax.set_ylim(0, 1)
+    ax.set_title("Held-out accuracy")
+    return _png(fig)
+
+
+def _curriculum_plot(rows: list[dict[str, Any]]) -> str:
+    arms = sorted({k[len(SHARE_PREFIX):] for r in rows for k in r if k.startswith(SHARE_PREFIX)})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4))
+    shared = [r for r in rows if any(k.startswith(SHARE_PREFIX) for k in r)]
+    if shared:
+        steps = [r["step"] for r in shared]
+        left.stackplot(steps, *[[r.get(SHARE_PREFIX + a, 0.0) for r in shared] for a in arms], labels=arms)
+        left.legend(fontsize=6, ncol=2, loc="upper left")
+    left.set_xlabel("step"), left.set_ylabel("sampling probability"), left.set_title("Curriculum mix (family/level)")
+    levels = [(r["step"], r["curriculum/mean_level"]) for r in rows if "curriculum/mean_level" in r]
+    if levels:
+        right.plot(*zip(*levels))
+    right.set_xlabel("step"), right.set_ylabel("expected level"), right.set_title("Curriculum difficulty")
+    return _png(fig)
+
+
+def _table(before: dict[str, Any], after: dict[str, Any], key: str) -> str:
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{before[key].get(name, 0):.1%}</td><td>{after[key].get(name, 0):.1%}</td></tr>"
+        for name in sorted(set(before[key]) | set(after[key]))
+    )
+    return f"<table><tr><th>{key.replace('by_', '')}</th><th>before</th><th>after</th></tr>{rows}</table>"
+
+
+def write_report(run_dir: Path) -> Path:
+    rows = _read_jsonl(run_dir / "metrics.jsonl")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    before, after = summary["eval_before"], summary["eval_after"]
+    images = [_reward_plot(rows), _accuracy_plot(summary["evals"]), _curriculum_plot(rows)]
+    body = "".join(f'<img src="data:image/png;base64,{image}">' for image in images)
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>autotelic run {html.escape(run_dir.name)}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1100px}} img{{display:block;margin:1em 0}}
+table{{border-collapse:collapse;display:inline-table;margin-right:2em}} td,th{{border:1px solid #ccc;padding:2px 8px}}</style>
+</head><body><h1>autotelic run {html.escape(run_dir.name)}</h1>
+<p>Held-out accuracy (greedy, {summary['heldout_tasks']} tasks): <b>{before['accuracy']:.1%} &rarr; {after['accuracy']:.1%}</b>
+in {summary['steps']} steps, {summary['wall_seconds'] / 60:.1f} minutes.</p>
+{_table(before, after, 'by_family')}{_table(before, after, 'by_level')}
+{body}</body></html>"""
+    path = run_dir / "report.html"
+    path.write_text(page)
+    return path

@@ -1,0 +1,113 @@
+"""Metric sinks: metrics.jsonl always; TensorBoard, W&B and MLflow when asked for.
+
+Asking for a sink whose package is missing stops the run at start with the pip command to run,
+rather than training for minutes and losing the metrics.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class MetricSink(Protocol):
+    def log(self, step: int, metrics: dict[str, float]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JsonlSink:
+    def __init__(self, path: Path):
+        self.file = path.open("a")
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self.file.write(json.dumps({"step": step, **metrics}) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class TensorBoardSink:
+    def __init__(self, log_dir: Path):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(log_dir))
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandbSink:
+    def __init__(self, run_dir: Path, config: dict[str, Any]):
+        import wandb
+
+        self.run = wandb.init(project="autotelic", name=run_dir.name, dir=str(run_dir), config=config)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self.run.log(metrics, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+class MLflowSink:
+    def __init__(self, run_dir: Path, config: dict[str, Any]):
+        import mlflow
+
+        self.mlflow = mlflow
+        mlflow.start_run(run_name=run_dir.name)
+        mlflow.log_params({k: str(v) for k, v in _flatten(config).items()})
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self.mlflow.log_metrics({k.replace("/", "."): v for k, v in metrics.items()}, step=step)
+
+    def close(self) -> None:
+        self.mlflow.end_run()
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _require(package: str, flag: str) -> None:
+    if importlib.util.find_spec(package) is None:
+        raise RuntimeError(f"logging.{flag}=true needs the '{package}' package: pip install {package}")
+
+
+class MultiSink:
+    """Fans every metrics row out to all configured sinks."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool, wandb: bool, mlflow: bool, config: dict[str, Any]):
+        for wanted, package, flag in ((tensorboard, "tensorboard", "tensorboard"), (wandb, "wandb", "wandb"),
+                                      (mlflow, "mlflow", "mlflow")):
+            if wanted:
+                _require(package, flag)
+        self.sinks: list[MetricSink] = [JsonlSink(run_dir / "metrics.jsonl")]
+        if tensorboard:
+            self.sinks.append(TensorBoardSink(run_dir / "tensorboard"))
+        if wandb:
+            self.sinks.append(WandbSink(run_dir, config))
+        if mlflow:
+            self.sinks.append(MLflowSink(run_dir, config))
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        for sink in self.sinks:
+            sink.log(step, metrics)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()

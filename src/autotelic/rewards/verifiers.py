@@ -1,0 +1,25 @@
+"""Rule verifiers for procedurally generated tasks.
+
+They are strict on purpose: the answer must be the first number in the completion, so the policy
+is paid for answering, not for listing candidates and letting a lenient parser pick one.
+"""
+
+from __future__ import annotations
+
+import re
+
+_INTEGER = re.compile(r"-?\d[\d,]*")
+
+
+def first_integer(text: str) -> int | None:
+    """The first integer written in ``text`` (thousands separators allowed), or None."""
+    match = _INTEGER.search(text)
+    if match is None:
+        return None
+    digits = match.group().replace(",", "")
+    return int(digits) if digits.lstrip("-") else None
+
+
+def first_integer_matches(completion: str, answer: str) -> float:
+    """1.0 when the first integer of the completion equals the integer ``answer``."""
+    return float(first_integer(completion) == int(answer))

@@ -1,0 +1,41 @@
+"""Procedural task families with verifiers: the creator's raw material.
+
+A family turns (rng, level) into a Task and scores a completion of it. ``get_family`` looks a
+family up by name; families from reasoning-gym register under the ``rg_`` prefix.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Protocol
+
+from autotelic.types import Task
+
+
+class TaskFamily(Protocol):
+    name: str
+    levels: tuple[int, ...]
+
+    def generate(self, rng: random.Random, level: int) -> Task: ...
+
+    def score(self, task: Task, completion: str) -> float: ...
+
+
+class UnknownFamilyError(ValueError):
+    pass
+
+
+def get_family(name: str) -> TaskFamily:
+    from autotelic.tasks.numbers import NUMBER_FAMILIES
+    from autotelic.tasks.rgym import reasoning_gym_family
+
+    if name in NUMBER_FAMILIES:
+        return NUMBER_FAMILIES[name]
+    if name.startswith("rg_"):
+        return reasoning_gym_family(name[len("rg_"):])
+    known = ", ".join(sorted(NUMBER_FAMILIES)) + ", rg_<reasoning-gym dataset> (e.g. rg_chain_sum)"
+    raise UnknownFamilyError(f"unknown task family '{name}'; known: {known}")
+
+
+def task_uid(family: str, prompt: str) -> str:
+    return f"{family}:{prompt}"
