@@ -117,14 +117,14 @@ class Trainer:
         self.config, self.run_dir = config, run_dir
         random.seed(config.train.seed)
         torch.manual_seed(config.train.seed)
-        algo = config.algorithm
-        self.policy = HFPolicy(config.model, lr=algo.lr, weight_decay=algo.weight_decay,
-                               max_grad_norm=algo.max_grad_norm, seed=config.train.seed)
         cur = config.curriculum
         self.heldout = heldout_tasks(cur.families, config.eval.levels, config.eval.per_level, config.eval.seed)
         self.curriculum = LearnabilityCurriculum(
             cur.families, cur.levels, seed=config.train.seed, exclude={t.uid for t in self.heldout},
             strategy=cur.name, temperature=cur.temperature, ema=cur.ema, prior_pass_rate=cur.prior_pass_rate)
+        algo = config.algorithm  # the model loads last: bad task settings fail before it is read
+        self.policy = HFPolicy(config.model, lr=algo.lr, weight_decay=algo.weight_decay,
+                               max_grad_norm=algo.max_grad_norm, seed=config.train.seed)
         self.sampler = PolicySampler(self.policy, config.generate.temperature, config.generate.top_p)
         self.filters = [ZeroVarianceFilter()] if config.filter.drop_zero_variance else []
         self.budget = Budget(config.control.tasks_per_step, config.generate.group_size,
@@ -248,7 +248,7 @@ class Trainer:
                         bad_updates += 1
                         say(f"step {state.step + 1}: {error}")
                         if bad_updates >= MAX_CONSECUTIVE_BAD_UPDATES:
-                            raise TrainingError(f"{bad_updates} consecutive failed updates ({error}); stopping. "
+                            raise TrainingError(f"{bad_updates} consecutive failed steps ({error}); stopping. "
                                                 f"Checkpoints in {self.run_dir / 'checkpoints'} are intact") from error
                         continue
                     state.step += 1

@@ -76,7 +76,7 @@ class HFPolicy:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
             model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch.float32)
-        except (OSError, ValueError) as error:
+        except Exception as error:  # corrupt weights surface as OSError, ValueError or safetensors' own errors
             raise ModelFileError(f"cannot load model from {self.model_dir}: {error}".splitlines()[0]) from error
         if config.lora:
             from peft import LoraConfig, get_peft_model
@@ -142,6 +142,8 @@ class HFPolicy:
         finished = [False] * total
         active = torch.arange(total)  # decoding-batch row -> sample index
         for step in range(max_new_tokens):
+            if not bool(torch.isfinite(logits).all()):
+                raise FloatingPointError("the model produced non-finite logits during generation")
             logprobs = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)
             token = logprobs.argmax(-1) if greedy else _sample(logprobs, top_p, self.generator)
             token_logprob = logprobs.gather(1, token[:, None]).squeeze(1)

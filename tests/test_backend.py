@@ -1,0 +1,102 @@
+"""The transformers backend on the real embedded model: log-prob invariants, updates, export."""
+
+import pytest
+import torch
+
+from autotelic.backends.hf import HFPolicy
+from autotelic.config import ModelConfig
+
+pytestmark = pytest.mark.slow
+
+QUESTIONS = ["What is 3 + 4? Reply with only the number.", "What number comes right after 41? Reply with only the number."]
+
+
+@pytest.fixture(scope="module")
+def policy(embedded_dir):
+    return HFPolicy(ModelConfig(path=str(embedded_dir), lora=True, lora_rank=8), lr=1e-3, seed=0)
+
+
+def _flatten(groups):
+    return [c for group in groups for c in group]
+
+
+def test_prefix_shared_logprobs_match_generation_and_a_plain_forward(policy):
+    prompts = [policy.encode_prompt(q) for q in QUESTIONS]
+    completions = _flatten(policy.generate(prompts, 3, 12, temperature=1.0))
+    assert len(completions) == 6 and all(1 <= len(c.token_ids) <= 12 for c in completions)
+    with torch.no_grad():
+        logprobs, mask = policy.completion_logprobs(prompts, [c.token_ids for c in completions], 3)
+    for row, completion in enumerate(completions):
+        length = len(completion.token_ids)
+        assert mask[row].sum() == length
+        assert torch.allclose(logprobs[row, :length], torch.tensor(completion.logprobs), atol=1e-3)
+        prompt = prompts[row // 3]
+        with torch.no_grad():
+            full = policy.causal_lm(input_ids=torch.tensor([prompt + completion.token_ids])).logits[0].log_softmax(-1)
+        plain = full[len(prompt) - 1:-1].gather(1, torch.tensor(completion.token_ids)[:, None]).squeeze(1)
+        assert torch.allclose(logprobs[row, :length], plain, atol=1e-3)
+
+
+def test_greedy_is_deterministic_and_sampling_is_seeded(policy):
+    prompts = [policy.encode_prompt(QUESTIONS[0])]
+    first = policy.generate(prompts, 1, 8, greedy=True)[0][0].token_ids
+    assert policy.generate(prompts, 1, 8, greedy=True)[0][0].token_ids == first
+    policy.generator.manual_seed(7)
+    a = [c.token_ids for c in policy.generate(prompts, 4, 8)[0]]
+    policy.generator.manual_seed(7)
+    assert [c.token_ids for c in policy.generate(prompts, 4, 8)[0]] == a
+
+
+def test_gradient_accumulation_equals_one_big_batch(policy):
+    """TRL's invariant: 1 micro-batch x 2 groups gives the gradient of 2 micro-batches x 1 group."""
+    prompts = [policy.encode_prompt(q) for q in QUESTIONS]
+    completions = [c.token_ids for c in _flatten(policy.generate(prompts, 2, 6))]
+    weights = torch.tensor([1.0, -1.0, 0.5, -0.5])
+
+    total = sum(len(c) for c in completions)
+
+    def gradient(prompt_ranges):
+        policy.optimizer.zero_grad(set_to_none=True)
+        for lo, hi in prompt_ranges:
+            lp, mask = policy.completion_logprobs(prompts[lo:hi], completions[2 * lo:2 * hi], 2)
+            ((lp * mask).sum(1) * weights[2 * lo:2 * hi]).sum().div(total).backward()
+        grads = [p.grad.clone() for p in policy.trainable]
+        policy.optimizer.zero_grad(set_to_none=True)
+        return grads
+
+    whole, split = gradient([(0, 2)]), gradient([(0, 1), (1, 2)])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(whole, split))
+
+
+def test_an_update_changes_only_the_adapters_and_export_loads_in_transformers(policy, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    base_before = {n: p.detach().clone() for n, p in policy.model.named_parameters() if not p.requires_grad}
+    lora_before = [p.detach().clone() for p in policy.trainable]
+    prompts = [policy.encode_prompt(QUESTIONS[0])]
+    completion = policy.generate(prompts, 1, 6)[0][0].token_ids
+    logprobs, mask = policy.completion_logprobs(prompts, [completion], 1)
+    (-(logprobs * mask).sum()).backward()
+    policy.optimizer_step()
+    assert policy.version == 1
+    assert any(not torch.equal(a, b) for a, b in zip(lora_before, policy.trainable))
+    assert all(torch.equal(p, base_before[n]) for n, p in policy.model.named_parameters() if n in base_before)
+
+    policy.export(tmp_path / "model")
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "model")
+    ids = torch.tensor([prompts[0] + completion])
+    with torch.no_grad():
+        assert torch.allclose(exported(input_ids=ids).logits, policy.model(input_ids=ids).logits, atol=1e-3)
+
+
+def test_reference_logprobs_are_the_base_model(policy, embedded_dir):
+    from transformers import AutoModelForCausalLM
+
+    prompts = [policy.encode_prompt(QUESTIONS[1])]
+    completion = policy.generate(prompts, 1, 6, greedy=True)[0][0].token_ids
+    reference, _ = policy.completion_logprobs(prompts, [completion], 1, reference=True)
+    base = AutoModelForCausalLM.from_pretrained(embedded_dir)
+    with torch.no_grad():
+        full = base(input_ids=torch.tensor([prompts[0] + completion])).logits[0].log_softmax(-1)
+    plain = full[len(prompts[0]) - 1:-1].gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+    assert torch.allclose(reference[0, :len(completion)], plain, atol=1e-3)

@@ -1,0 +1,58 @@
+"""The CLI's one-line error messages for bad input, on the real entry points."""
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from autotelic.cli import app
+
+runner = CliRunner()
+
+
+def _error(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+def test_unknown_config_key_lists_valid_keys(tmp_path):
+    message = _error(["run", "train.stepz=3", f"logging.runs_dir={tmp_path}"])
+    assert "unknown config key 'train.stepz'; valid keys here: steps, seed, max_minutes" in message
+
+
+def test_missing_config_file():
+    assert "config file not found: nowhere.yaml" in _error(["run", "--config", "nowhere.yaml"])
+
+
+def test_empty_task_family_list(tmp_path):
+    assert "curriculum.families is empty" in _error(["run", "curriculum.families=[]", f"logging.runs_dir={tmp_path}"])
+
+
+def test_unknown_task_family(tmp_path):
+    message = _error(["run", "curriculum.families=[add, algebra]", f"logging.runs_dir={tmp_path}"])
+    assert "unknown task family 'algebra'" in message
+
+
+def test_model_path_that_is_not_a_model(tmp_path):
+    message = _error(["run", "--model", str(tmp_path), f"logging.runs_dir={tmp_path}"])
+    assert f"--model {tmp_path}: not a Hugging Face model directory" in message
+
+
+@pytest.mark.slow
+def test_corrupt_model_file(tmp_path, embedded_dir):
+    broken = tmp_path / "broken"
+    shutil.copytree(embedded_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"\x00" * 1000)
+    message = _error(["run", "--model", str(broken), f"logging.runs_dir={tmp_path}/runs"])
+    assert f"cannot load model from {broken}" in message
+
+
+def test_resume_and_eval_of_non_runs(tmp_path):
+    assert "is not a run directory (no config.yaml)" in _error(["resume", str(tmp_path)])
+    (tmp_path / "config.yaml").write_text(json.dumps({}))
+    assert "has no exported model yet" in _error(["eval", str(tmp_path)])
+    assert "has no checkpoint to export" in _error(["export", str(tmp_path)])

@@ -1,0 +1,118 @@
+"""Real training runs on the embedded model: bookkeeping, weight updates, resume after a kill."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from autotelic.config import load_config, to_dict
+from autotelic.rewards.verifiers import first_integer_matches
+from autotelic.tasks import get_family
+from autotelic.train import Trainer, TrainingError, new_run_dir
+
+pytestmark = pytest.mark.slow
+
+SMALL = [
+    "train.steps=2", "control.tasks_per_step=4", "generate.group_size=4", "control.max_new_tokens=8",
+    "curriculum.families=[compare, add]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=3",
+    "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora_rank=8", "train.checkpoint_every=1",
+    "logging.progress=false", "train.max_minutes=null",
+]
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _score(row: dict) -> float:
+    from autotelic.types import Task
+
+    task = Task(prompt=row["prompt"], answer=row["answer"], family=row["family"], level=row["level"], uid="")
+    return get_family(row["family"]).score(task, row["completion"])
+
+
+def test_short_run_records_true_numbers_and_updates_weights(tmp_path, embedded_dir):
+    from transformers import AutoModelForCausalLM
+
+    config = load_config(None, SMALL + [f"logging.runs_dir={tmp_path}", "logging.run_name=short"])
+    run_dir = new_run_dir(config)
+    summary = Trainer(config, run_dir).run()
+
+    assert summary["steps"] == 2 and summary["wall_seconds"] > 0
+    for tag in ("before", "after"):
+        records = _rows(run_dir / f"eval_{tag}.jsonl")
+        assert len(records) == summary["heldout_tasks"] == 6
+        assert all(r["reward"] == _score(r) for r in records)
+        assert summary[f"eval_{tag}"]["accuracy"] == pytest.approx(sum(r["reward"] for r in records) / 6)
+
+    metrics, rollouts = _rows(run_dir / "metrics.jsonl"), _rows(run_dir / "rollouts.jsonl")
+    train_rows = [m for m in metrics if "reward/mean" in m]
+    assert [m["step"] for m in train_rows] == [1, 2]
+    for m in train_rows:
+        step_rollouts = [r for r in rollouts if r["step"] == m["step"]]
+        assert len(step_rollouts) == 16
+        assert all(r["reward"] == first_integer_matches(r["completion"], r["answer"]) for r in step_rollouts)
+        assert m["reward/mean"] == pytest.approx(sum(r["reward"] for r in step_rollouts) / 16)
+        kept_groups = len({r["prompt"] for r in step_rollouts if r["kept"]})
+        assert m["filter/kept_groups"] == kept_groups
+        assert all(r["filter"] == ("kept" if r["kept"] else "zero_variance") for r in step_rollouts)
+        assert all(len({x["reward"] for x in step_rollouts if x["prompt"] == r["prompt"]}) > 1
+                   for r in step_rollouts if r["kept"])
+    assert sum(m["filter/kept_groups"] for m in train_rows) > 0, "this seed must give GRPO some signal"
+
+    base = AutoModelForCausalLM.from_pretrained(embedded_dir)
+    trained = AutoModelForCausalLM.from_pretrained(run_dir / "model")
+    changed = [n for n, p in trained.named_parameters() if not torch.equal(p, base.get_parameter(n))]
+    assert changed and all("proj" in n for n in changed)  # LoRA touched the projections only
+
+    report = (run_dir / "report.html").read_text()
+    assert report.count("data:image/png;base64,") == 3
+    assert to_dict(load_config(run_dir / "config.yaml")) == to_dict(config)
+
+
+def test_resume_after_kill_loses_no_finished_step(tmp_path):
+    command = [sys.executable, "-m", "autotelic.cli", "run", *SMALL, "train.steps=4", "eval.per_level=1",
+               f"logging.runs_dir={tmp_path}", "logging.run_name=killed"]
+    run_dir = tmp_path / "killed"
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while not (run_dir / "checkpoints" / "step_000002").is_dir():
+        assert process.poll() is None and time.time() < deadline, "the run ended before it could be killed"
+        time.sleep(0.1)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (run_dir / "summary.json").exists()
+    config_before = (run_dir / "config.yaml").read_text()
+
+    resumed = subprocess.run([sys.executable, "-m", "autotelic.cli", "resume", str(run_dir)],
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 4
+    steps = [m["step"] for m in _rows(run_dir / "metrics.jsonl") if "reward/mean" in m]
+    assert steps == [1, 2, 3, 4]  # each step exactly once: none lost, none repeated
+    assert sorted({r["step"] for r in _rows(run_dir / "rollouts.jsonl")}) == [1, 2, 3, 4]
+    assert (run_dir / "config.yaml").read_text() == config_before
+
+
+def test_non_finite_model_stops_after_three_steps_keeping_the_checkpoint(tmp_path):
+    config = load_config(None, SMALL + ["train.steps=1", f"logging.runs_dir={tmp_path}", "logging.run_name=nan"])
+    run_dir = new_run_dir(config)
+    Trainer(config, run_dir).run()
+    checkpoint = run_dir / "checkpoints" / "step_000001"
+    assert checkpoint.is_dir()
+
+    config = load_config(run_dir / "config.yaml", ["train.steps=3"])
+    trainer = Trainer(config, run_dir, resume=True)
+    with torch.no_grad():
+        trainer.policy.trainable[0].fill_(float("nan"))
+    with pytest.raises(TrainingError, match="3 consecutive failed steps .*non-finite logits.*intact"):
+        trainer.run()
+    assert (checkpoint / "state.pt").is_file()
+    assert torch.load(checkpoint / "state.pt", weights_only=False)["state"]["step"] == 1
