@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 SMALL = [
     "train.steps=2", "control.tasks_per_step=4", "generate.group_size=4", "control.max_new_tokens=8",
     "curriculum.families=[compare, add]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=3",
-    "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora_rank=8", "train.checkpoint_every=1",
+    "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora=true", "model.lora_rank=8",
     "logging.progress=false", "train.max_minutes=null",
 ]
 
@@ -77,7 +77,9 @@ def test_short_run_records_true_numbers_and_updates_weights(tmp_path, embedded_d
 
 
 def test_resume_after_kill_loses_no_finished_step(tmp_path):
+    # full fine-tuning (the default): its checkpoints are the large ones, written in the background
     command = [sys.executable, "-m", "autotelic.cli", "run", *SMALL, "train.steps=4", "eval.per_level=1",
+               "model.lora=false", "algorithm.lr=2e-5",
                f"logging.runs_dir={tmp_path}", "logging.run_name=killed"]
     run_dir = tmp_path / "killed"
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -9,6 +9,7 @@ writes a checkpoint that ``autotelic resume`` continues from exactly.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -24,7 +25,7 @@ import torch
 
 from autotelic.algorithms import ALGORITHMS, GRPOSettings, group_advantages, grpo_loss
 from autotelic.backends.hf import HFPolicy
-from autotelic.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from autotelic.checkpoint import CheckpointWriter, latest_checkpoint, load_checkpoint
 from autotelic.config import RunConfig, load_config, save_config, to_dict
 from autotelic.curricula.learnability import LearnabilityCurriculum
 from autotelic.evaluate import EvalResult, evaluate, heldout_tasks
@@ -130,6 +131,7 @@ class Trainer:
         self.budget = Budget(config.control.tasks_per_step, config.generate.group_size,
                              config.control.max_new_tokens, config.control.max_tokens_per_step)
         self.buffer = OnPolicyBuffer()
+        self.checkpoints = CheckpointWriter(run_dir, config.train.keep_checkpoints)
         self.state = TrainState()
         if resume:
             self._restore()
@@ -139,7 +141,7 @@ class Trainer:
     # ---- checkpoints -----------------------------------------------------------------------
     def _checkpoint(self) -> None:
         payload = {
-            "state": self.state.__dict__,
+            "state": copy.deepcopy(self.state.__dict__),
             "trainable": self.policy.trainable_state(),
             "optimizer": self.policy.optimizer.state_dict(),
             "policy_version": self.policy.version,
@@ -147,7 +149,7 @@ class Trainer:
             "curriculum": self.curriculum.state_dict(),
             "torch_rng": torch.get_rng_state(),
         }
-        save_checkpoint(self.run_dir, self.state.step, payload, self.config.train.keep_checkpoints)
+        self.checkpoints.save(self.state.step, payload)
 
     def _restore(self) -> None:
         path = latest_checkpoint(self.run_dir)
@@ -186,6 +188,7 @@ class Trainer:
         self.buffer.add(groups)
         batch = self.buffer.sample()
         if batch:
+            self.checkpoints.wait()  # the update mutates the tensors a checkpoint may still be writing
             metrics.update(grpo_update(self.policy, batch, config))
         finished = time.perf_counter()
         tokens = sum(g.num_completion_tokens for g in groups)
@@ -235,7 +238,8 @@ class Trainer:
             say(f"held-out accuracy before training: {state.eval_before['accuracy']:.1%} "
                 f"({len(self.heldout)} tasks, greedy)")
             bad_updates = 0
-            with ProgressDisplay(config.train.steps, state.step, config.logging.progress) as progress:
+            with ProgressDisplay(config.train.steps, state.step, state.evals[-1]["accuracy"],
+                                 config.logging.progress) as progress:
                 say = progress.print
                 while state.step < config.train.steps:
                     if config.train.max_minutes is not None and state.train_seconds > 60 * config.train.max_minutes:
@@ -270,6 +274,7 @@ class Trainer:
             self.policy.export(self.run_dir / "model")
             state.wall_seconds += time.perf_counter() - run_started
             self._checkpoint()
+            self.checkpoints.wait()
             summary = {
                 "eval_before": state.eval_before, "eval_after": after.summary(), "steps": state.step,
                 "wall_seconds": round(state.wall_seconds, 1), "train_seconds": round(state.train_seconds, 1),
@@ -279,6 +284,7 @@ class Trainer:
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         finally:
             sink.close()
+            self.checkpoints.wait()
         from autotelic.report.html import write_report
 
         write_report(self.run_dir)

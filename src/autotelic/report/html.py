@@ -53,18 +53,27 @@ def _accuracy_plot(evals: list[dict[str, Any]]) -> str:
 
 
 def _curriculum_plot(rows: list[dict[str, Any]]) -> str:
-    arms = sorted({k[len(SHARE_PREFIX):] for r in rows for k in r if k.startswith(SHARE_PREFIX)})
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4))
+    """Left: sampling share of each family; right: the expected level drawn within each family."""
     shared = [r for r in rows if any(k.startswith(SHARE_PREFIX) for k in r)]
+    arms = sorted({k[len(SHARE_PREFIX):] for r in shared for k in r if k.startswith(SHARE_PREFIX)})
+    families = sorted({arm.rsplit("/L", 1)[0] for arm in arms})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4))
     if shared:
         steps = [r["step"] for r in shared]
-        left.stackplot(steps, *[[r.get(SHARE_PREFIX + a, 0.0) for r in shared] for a in arms], labels=arms)
-        left.legend(fontsize=6, ncol=2, loc="upper left")
-    left.set_xlabel("step"), left.set_ylabel("sampling probability"), left.set_title("Curriculum mix (family/level)")
-    levels = [(r["step"], r["curriculum/mean_level"]) for r in rows if "curriculum/mean_level" in r]
-    if levels:
-        right.plot(*zip(*levels))
-    right.set_xlabel("step"), right.set_ylabel("expected level"), right.set_title("Curriculum difficulty")
+        shares = {f: [sum(r.get(SHARE_PREFIX + a, 0.0) for a in arms if a.rsplit("/L", 1)[0] == f) for r in shared]
+                  for f in families}
+        left.stackplot(steps, *shares.values(), labels=families)
+        left.legend(fontsize=7, loc="upper left")
+        for family in families:
+            levels = []
+            for r, total in zip(shared, shares[family]):
+                weighted = sum(int(a.rsplit("/L", 1)[1]) * r.get(SHARE_PREFIX + a, 0.0)
+                               for a in arms if a.rsplit("/L", 1)[0] == family)
+                levels.append(weighted / total if total > 0 else float("nan"))
+            right.plot(steps, levels, label=family)
+        right.legend(fontsize=7)
+    left.set_xlabel("step"), left.set_ylabel("sampling probability"), left.set_title("Curriculum mix by family")
+    right.set_xlabel("step"), right.set_ylabel("expected level"), right.set_title("Curriculum difficulty by family")
     return _png(fig)
 
 

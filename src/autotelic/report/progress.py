@@ -12,7 +12,7 @@ def top_arms(mix: dict[str, float], k: int = 3) -> str:
 
 
 class ProgressDisplay:
-    def __init__(self, total_steps: int, start_step: int, enabled: bool = True):
+    def __init__(self, total_steps: int, start_step: int, accuracy: float | None = None, enabled: bool = True):
         self.progress = Progress(
             TextColumn("[bold]step"), MofNCompleteColumn(), BarColumn(bar_width=20),
             TextColumn("reward {task.fields[reward]}"), TextColumn("eval {task.fields[accuracy]}"),
@@ -20,7 +20,7 @@ class ProgressDisplay:
             TimeRemainingColumn(), console=Console(stderr=True), disable=not enabled,
         )
         self.task = self.progress.add_task("train", total=total_steps, completed=start_step, reward="-",
-                                           accuracy="-", tok_s="-", mix="-")
+                                           accuracy="-" if accuracy is None else f"{accuracy:.1%}", tok_s="-", mix="-")
 
     def __enter__(self) -> "ProgressDisplay":
         self.progress.start()
