@@ -54,13 +54,17 @@ def _right_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.
 
 
 def _sample(logprobs: torch.Tensor, top_p: float, generator: torch.Generator) -> torch.Tensor:
+    """One token per row by inverse-CDF sampling: B random numbers instead of torch.multinomial's
+    B x V exponential draws, which cost more than the decode step's attention on a CPU."""
     probs = logprobs.exp()
     if top_p < 1.0:
         sorted_probs, order = probs.sort(-1, descending=True)
         outside = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the smallest nucleus
         sorted_probs = sorted_probs.masked_fill(outside, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    cdf = probs.cumsum(-1)  # (B, V)
+    threshold = torch.rand(cdf.shape[0], 1, generator=generator) * cdf[:, -1:]
+    return torch.searchsorted(cdf, threshold).squeeze(1).clamp(max=cdf.shape[1] - 1)
 
 
 class HFPolicy:
@@ -202,7 +206,10 @@ class HFPolicy:
                         past_key_values=cache, use_cache=True).last_hidden_state
             hidden = torch.cat([hidden, rest], dim=1)  # (B, T, D)
         selected = hidden[completion_mask]  # (N, D): the LM head runs on real completion tokens only
-        logits = head(selected).float() / temperature  # (N, V)
+        if head.bias is None:  # head(h) / T == head(h / T): scale D numbers per token, not V
+            logits = head(selected / temperature).float()  # (N, V)
+        else:
+            logits = head(selected).float() / temperature
         targets = completion_ids[completion_mask]
         token_logprobs = logits.gather(1, targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
         logprobs = torch.zeros(completion_ids.shape, dtype=token_logprobs.dtype)
