@@ -2,8 +2,9 @@
 
 Config (the core issue's reference): the embedded SmolLM2-135M-Instruct, 8 prompts x 4 samples,
 24 new tokens, temperature 1, lr 1e-5, no KL, single-digit addition with the strict first-integer
-reward, full fine-tuning on both sides (autotelic's default). autotelic with LoRA (recipes/lora.yaml)
-is printed too. The first step of each is a warm-up and not timed.
+reward, full fine-tuning on both sides (autotelic's default, which skips the forward/backward of
+groups whose rewards do not vary). Also printed: autotelic training on every group as TRL does, and
+autotelic with LoRA (recipes/lora.yaml). The first step of each is a warm-up and not timed.
 
     python bench/grpo_vs_trl.py [--steps 4]
 
@@ -91,6 +92,10 @@ def main() -> None:
     print(f"trl_grpo_full_ft   {trl:6.2f} s/step")
     full = autotelic_seconds_per_step(steps, ["model.lora=false", f"algorithm.lr={LR}"])
     print(f"autotelic_full_ft  {full:6.2f} s/step  ({trl / full:.2f}x)")
+    every_group = autotelic_seconds_per_step(steps, ["model.lora=false", f"algorithm.lr={LR}",
+                                                     "filter.drop_zero_variance=false"])
+    print(f"autotelic_full_ft_all_groups {every_group:6.2f} s/step  ({trl / every_group:.2f}x)"
+          "  [zero-variance groups trained on too, as TRL does: same compute per step]")
     lora = autotelic_seconds_per_step(steps, ["model.lora=true", "algorithm.lr=4e-4"])
     print(f"autotelic_lora     {lora:6.2f} s/step  ({trl / lora:.2f}x)")
     print(f"speedup_vs_trl={trl / full:.2f}")

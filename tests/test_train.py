@@ -22,7 +22,7 @@ SMALL = [
     "train.steps=2", "control.tasks_per_step=4", "generate.group_size=4", "control.max_new_tokens=8",
     "curriculum.families=[compare, add]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=3",
     "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora=true", "model.lora_rank=8",
-    "logging.progress=false", "train.max_minutes=null",
+    "logging.progress=false", "train.max_minutes=null", "train.checkpoint_every=1",
 ]
 
 
