@@ -22,6 +22,26 @@ from autotelic.backends.embedded import ModelFileError, embedded_model_dir
 from autotelic.config import ModelConfig
 
 
+def keep_freed_memory_in_process() -> None:
+    """Ask glibc to reuse freed memory instead of returning it to the OS after every tensor.
+
+    Training allocates and frees the same activation buffers each step; with glibc's defaults the
+    large ones are fresh mmaps whose page faults cost ~15% of a CPU step. The process keeps its
+    peak footprint instead. No-op where glibc is absent.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None or not hasattr(ctypes.CDLL(name), "mallopt"):
+        return
+    libc = ctypes.CDLL(name)
+    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
+    libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024)  # glibc's maximum: smaller buffers come from the heap
+    libc.mallopt(m_trim_threshold, 2**30)
+    libc.mallopt(m_top_pad, 256 * 1024 * 1024)
+
+
 def resolve_model_dir(path: str | None) -> Path:
     if path is None:
         return embedded_model_dir()
@@ -75,6 +95,7 @@ class HFPolicy:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         torch.set_num_threads(config.threads or os.cpu_count() or 1)
+        keep_freed_memory_in_process()
         self.config = config
         self.model_dir = resolve_model_dir(config.path)
         try:
@@ -97,7 +118,8 @@ class HFPolicy:
         eos |= set(generation_eos) if isinstance(generation_eos, list) else {generation_eos}
         self.eos_ids = torch.tensor(sorted(e for e in eos if e is not None))
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.trainable, lr=lr, weight_decay=weight_decay)
+        # The fused kernel updates all 135M parameters in one pass: ~0.1 s instead of ~0.5 s on 2 cores.
+        self.optimizer = torch.optim.AdamW(self.trainable, lr=lr, weight_decay=weight_decay, fused=True)
         self.max_grad_norm = max_grad_norm
         self.generator = torch.Generator().manual_seed(seed)
         self.version = 0
