@@ -153,9 +153,12 @@ class Trainer:
 
     def _restore(self) -> None:
         path = latest_checkpoint(self.run_dir)
-        if path is None:
-            return  # killed before the first checkpoint: start over in the same directory
-        payload = load_checkpoint(path)
+        if path is not None:  # else: killed before the first checkpoint, start over in the same directory
+            self._load(load_checkpoint(path))
+        for name in ("metrics.jsonl", "rollouts.jsonl"):  # drop rows of steps after the checkpoint
+            _truncate_jsonl(self.run_dir / name, self.state.step)
+
+    def _load(self, payload: dict[str, Any]) -> None:
         self.state = TrainState(**payload["state"])
         self.policy.load_trainable_state(payload["trainable"])
         self.policy.optimizer.load_state_dict(payload["optimizer"])
@@ -163,8 +166,6 @@ class Trainer:
         self.policy.generator.set_state(payload["generator"])
         self.curriculum.load_state_dict(payload["curriculum"])
         torch.set_rng_state(payload["torch_rng"])
-        for name in ("metrics.jsonl", "rollouts.jsonl"):  # drop rows of steps after the checkpoint
-            _truncate_jsonl(self.run_dir / name, self.state.step)
 
     # ---- evaluation ------------------------------------------------------------------------
     def _evaluate(self, tag: str) -> EvalResult:
