@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -32,6 +33,11 @@ def _setup_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("transformers", "peft", "httpx"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    # our progress bar is the only one: no per-file loading/saving bars or library deprecation notes
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
 
 
 @app.command()
