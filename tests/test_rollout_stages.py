@@ -1,11 +1,15 @@
 import logging
-
-from autotelic.rollout.control import Budget
-from autotelic.rollout.filter import ZeroVarianceFilter, apply_filters, score_groups, verifier_reward
-from autotelic.rollout.replay import OnPolicyBuffer
-from autotelic.tasks import get_family
 import random
 
+from autotelic.rollout.control import Budget
+from autotelic.rollout.filter import (
+    ZeroVarianceFilter,
+    apply_filters,
+    score_groups,
+    verifier_reward,
+)
+from autotelic.rollout.replay import OnPolicyBuffer
+from autotelic.tasks import get_family
 from autotelic.types import Group, Sample
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 import random
 import time
 from collections import defaultdict
@@ -32,7 +31,12 @@ from autotelic.evaluate import EvalResult, evaluate, heldout_tasks
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rollout.control import Budget
-from autotelic.rollout.filter import ZeroVarianceFilter, apply_filters, score_groups, verifier_reward
+from autotelic.rollout.filter import (
+    ZeroVarianceFilter,
+    apply_filters,
+    score_groups,
+    verifier_reward,
+)
 from autotelic.rollout.generate import PolicySampler
 from autotelic.rollout.replay import OnPolicyBuffer
 from autotelic.types import Group

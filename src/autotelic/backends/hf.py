@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from autotelic.backends import Completion
 from autotelic.backends.embedded import ModelFileError, embedded_model_dir
