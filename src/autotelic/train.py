@@ -43,7 +43,7 @@ from autotelic.types import Group
 
 log = logging.getLogger(__name__)
 
-MAX_CONSECUTIVE_BAD_UPDATES = 3
+MAX_CONSECUTIVE_FAILED_STEPS = 3
 
 
 class TrainingError(RuntimeError):
@@ -242,7 +242,7 @@ class Trainer:
                 state.evals.append({"step": 0, "accuracy": before.accuracy})
             say(f"held-out accuracy before training: {state.eval_before['accuracy']:.1%} "
                 f"({len(self.heldout)} tasks, greedy)")
-            bad_updates = 0
+            failed_steps = 0
             with ProgressDisplay(config.train.steps, state.step, state.evals[-1]["accuracy"],
                                  config.logging.progress) as progress:
                 say = progress.print
@@ -252,12 +252,12 @@ class Trainer:
                         break
                     try:
                         metrics = self.step()
-                        bad_updates = 0
+                        failed_steps = 0
                     except FloatingPointError as error:
-                        bad_updates += 1
+                        failed_steps += 1
                         say(f"step {state.step + 1}: {error}")
-                        if bad_updates >= MAX_CONSECUTIVE_BAD_UPDATES:
-                            raise TrainingError(f"{bad_updates} consecutive failed steps ({error}); stopping. "
+                        if failed_steps >= MAX_CONSECUTIVE_FAILED_STEPS:
+                            raise TrainingError(f"{failed_steps} consecutive failed steps ({error}); stopping. "
                                                 f"Checkpoints in {self.run_dir / 'checkpoints'} are intact") from error
                         continue
                     state.step += 1

@@ -32,9 +32,9 @@ def keep_freed_memory_in_process() -> None:
     import ctypes.util
 
     name = ctypes.util.find_library("c")
-    if name is None or not hasattr(ctypes.CDLL(name), "mallopt"):
+    libc = ctypes.CDLL(name) if name is not None else None
+    if libc is None or not hasattr(libc, "mallopt"):
         return
-    libc = ctypes.CDLL(name)
     m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
     libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024)  # glibc's maximum: smaller buffers come from the heap
     libc.mallopt(m_trim_threshold, 2**30)

@@ -52,24 +52,29 @@ def _accuracy_plot(evals: list[dict[str, Any]]) -> str:
     return _png(fig)
 
 
+def _family_and_level(arm: str) -> tuple[str, int]:
+    """Split a curriculum arm key, ``family/L<level>``."""
+    family, level = arm.rsplit("/L", 1)
+    return family, int(level)
+
+
 def _curriculum_plot(rows: list[dict[str, Any]]) -> str:
     """Left: sampling share of each family; right: the expected level drawn within each family."""
     shared = [r for r in rows if any(k.startswith(SHARE_PREFIX) for k in r)]
     arms = sorted({k[len(SHARE_PREFIX):] for r in shared for k in r if k.startswith(SHARE_PREFIX)})
-    families = sorted({arm.rsplit("/L", 1)[0] for arm in arms})
+    arms_of: dict[str, list[tuple[str, int]]] = {}
+    for arm in arms:
+        family, level = _family_and_level(arm)
+        arms_of.setdefault(family, []).append((SHARE_PREFIX + arm, level))
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4))
     if shared:
         steps = [r["step"] for r in shared]
-        shares = {f: [sum(r.get(SHARE_PREFIX + a, 0.0) for a in arms if a.rsplit("/L", 1)[0] == f) for r in shared]
-                  for f in families}
-        left.stackplot(steps, *shares.values(), labels=families)
+        shares = {f: [sum(r.get(key, 0.0) for key, _ in keys) for r in shared] for f, keys in arms_of.items()}
+        left.stackplot(steps, *shares.values(), labels=list(shares))
         left.legend(fontsize=7, loc="upper left")
-        for family in families:
-            levels = []
-            for r, total in zip(shared, shares[family]):
-                weighted = sum(int(a.rsplit("/L", 1)[1]) * r.get(SHARE_PREFIX + a, 0.0)
-                               for a in arms if a.rsplit("/L", 1)[0] == family)
-                levels.append(weighted / total if total > 0 else float("nan"))
+        for family, keys in arms_of.items():
+            levels = [sum(level * r.get(key, 0.0) for key, level in keys) / total if total > 0 else float("nan")
+                      for r, total in zip(shared, shares[family])]
             right.plot(steps, levels, label=family)
         right.legend(fontsize=7)
     left.set_xlabel("step"), left.set_ylabel("sampling probability"), left.set_title("Curriculum mix by family")
