@@ -13,14 +13,17 @@ import typer
 
 from autotelic.backends.embedded import ModelFileError
 from autotelic.config import ConfigError, ModelConfig, load_config
-from autotelic.curricula.learnability import EmptyFamilyError
+from autotelic.curricula import EmptyFamilyError, EmptyPoolError
+from autotelic.envs import UnknownEnvironmentError
 from autotelic.tasks import UnknownFamilyError
 from autotelic.train import TrainingError
+from autotelic.update import PairsFileError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Language-model agents that improve themselves by reinforcement learning.")
 
-USER_ERRORS = (ConfigError, ModelFileError, TrainingError, EmptyFamilyError, UnknownFamilyError, FileNotFoundError)
+USER_ERRORS = (ConfigError, ModelFileError, TrainingError, EmptyFamilyError, EmptyPoolError, UnknownFamilyError,
+               UnknownEnvironmentError, PairsFileError, FileNotFoundError)
 OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g. train.steps=30")
 
 

@@ -11,7 +11,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -40,55 +40,134 @@ class ModelConfig:
 
 @dataclass
 class GenerateConfig:
+    mode: Literal["sample", "tree", "partial", "episode"] = "sample"
+    """sample (n independent samples per task), tree (branch from shared prefixes at high-entropy
+    tokens), partial (long generations pause at a per-step token budget and continue next step) or
+    episode (multi-turn episodes against ``env``; observation tokens are masked from the loss)."""
     group_size: int = 8
-    """Samples per task (the GRPO group)."""
+    """Samples per task (the GRPO group); tree mode adds its branches on top."""
     temperature: float = 0.7
     top_p: float = 1.0
+    tree_branches: int = 2
+    """Tree mode: samples of each group that are branched (at their highest-entropy token)."""
+    tree_branch_samples: int = 2
+    """Tree mode: new continuations drawn from each branch point."""
+    partial_segment_tokens: int = 16
+    """Partial mode: tokens generated per sample per step before it pauses."""
+    env: str | None = None
+    """Episode mode: the environment name (see ``autotelic.envs``)."""
+
+
+@dataclass
+class RewardSpec:
+    name: str = "verifier"
+    """verifier (the task family's own check), math_verify, majority_vote (label-free), judge (an LLM
+    with a rubric), format, length, or env (the environment's return, episode mode)."""
+    weight: float = 1.0
+    options: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the reward (e.g. judge: {model: policy, rubric: ...}; format: {pattern: ...})."""
 
 
 @dataclass
 class FilterConfig:
+    rewards: list[RewardSpec] = field(default_factory=lambda: [RewardSpec()])
+    """Reward functions, summed with their weights."""
     drop_zero_variance: bool = True
-    """Drop groups whose rewards are all equal: their GRPO advantages are zero."""
+    """Drop groups whose rewards are all equal: their group-relative advantages are zero."""
+    dynamic_sampling: bool = False
+    """DAPO: after filtering, sample new tasks until tasks_per_step groups are kept (or max_rounds)."""
+    max_rounds: int = 3
+    """Dynamic sampling: generation rounds per step at most."""
+    min_reward_std: float = 0.0
+    """ReST-GRPO: drop groups whose reward std is below this (e.g. 0.05)."""
+    keep_top_fraction: float = 1.0
+    """ReST-style selection: keep only this fraction of groups, those of highest reward std."""
+    pass_rate_band: list[float] | None = None
+    """Learnability gate: keep groups whose mean reward lies in [low, high] (e.g. [0.3, 0.8])."""
 
 
 @dataclass
 class ControlConfig:
     max_new_tokens: int = 24
-    """Hard cap on completion length."""
+    """Hard cap on completion length (all turns of an episode together)."""
     max_tokens_per_step: int | None = None
-    """Completion-token budget per step; tasks beyond it are not generated."""
+    """Completion-token budget per step: fewer tasks are planned, groups past it are dropped."""
     tasks_per_step: int = 8
-    """Tasks (prompts) generated per step; samples per step = tasks_per_step * group_size."""
+    """Tasks (prompts) per step; samples per step = tasks_per_step * group_size."""
+    adaptive_group_size: bool = False
+    """Spend the step's samples where the estimated pass rate p is near 0.5 (weight p(1-p))."""
+    min_group_size: int = 2
+    max_group_size: int = 16
+    early_exit_probe: int | None = None
+    """Draw this many samples first; a group whose probe rewards are all equal stops there."""
+    overlong: Literal["none", "shaping", "mask"] = "none"
+    """none, shaping (DAPO soft penalty over the last ``overlong_buffer`` tokens) or mask (truncated
+    samples are left out of the loss)."""
+    overlong_buffer: int = 8
+    max_turns: int = 4
+    """Episode mode: turns per episode at most."""
+
+
+@dataclass
+class ReplayConfig:
+    name: Literal["on_policy", "buffer"] = "on_policy"
+    """on_policy (each group trains once) or buffer (high-variance groups are also replayed later)."""
+    capacity: int = 64
+    """Groups the buffer holds; the lowest-priority ones go first."""
+    max_staleness: int = 4
+    """Replayed groups were sampled at most this many policy versions ago."""
+    replay_groups: int = 4
+    """Groups replayed per step on top of the fresh ones."""
+    max_reuse: int = 2
+    """Times a group may be replayed."""
 
 
 @dataclass
 class CurriculumConfig:
-    name: str = "learnability"
-    """learnability (reward-variance bandit over family x level) or uniform."""
+    name: Literal["learnability", "sec", "uniform", "regret"] = "learnability"
+    """learnability (bandit over family x level, value p(1-p)), sec (bandit, value = mean |advantage|,
+    Self-Evolving Curriculum), uniform, or regret (eva: a prompt pool drawn by informativeness)."""
     families: list[str] = field(default_factory=lambda: ["add", "compare", "successor", "rg_chain_sum"])
     levels: list[int] = field(default_factory=lambda: [1, 2, 3])
     temperature: float = 0.1
     """Boltzmann temperature over arm values; lower is greedier."""
     ema: float = 0.5
-    """Weight of the newest observation in each arm's running pass-rate estimate."""
+    """Weight of the newest observation in each arm's running estimate (SEC's alpha)."""
     prior_pass_rate: float = 0.5
     """Optimistic pass rate assumed for arms never tried, so each gets explored."""
+    decay: float = 0.0
+    """sec: values of arms not drawn this step shrink by this fraction."""
+    pool_size: int = 256
+    """regret: tasks drawn from the families into the prompt pool."""
+    metric: Literal["gap", "regret", "variance", "loo", "top2"] = "gap"
+    """regret: informativeness of a prompt (gap, regret, variance, loo, top2)."""
+    gate: list[float] | None = None
+    """regret: learnability gate, keep prompts whose pass rate lies in [low, high]."""
 
 
 @dataclass
 class AlgorithmConfig:
     name: str = "grpo"
+    """grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp, online_dpo or offline_dpo."""
     lr: float = 2e-5
-    clip_low: float = 0.2
-    clip_high: float = 0.2
+    clip_low: float | None = None
+    """None: the algorithm's own (0.2; GSPO 3e-4)."""
+    clip_high: float | None = None
+    """None: the algorithm's own (0.2; DAPO 0.28; GSPO 4e-4)."""
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] | None = None
+    """None: the algorithm's own; token-mean, seq-mean-token-mean or seq-mean-token-sum-norm."""
     beta: float = 0.0
     """KL coefficient to the reference policy (0 disables the reference forward)."""
-    kl_estimator: str = "k3"
-    scale_rewards: bool = True
-    """Divide group advantages by the group's reward std (GRPO); False is Dr.GRPO."""
-    loss_agg: str = "token-mean"
-    """token-mean (DAPO, over every token of the batch) or seq-mean-token-mean (original GRPO)."""
+    kl_estimator: Literal["k1", "k3"] = "k3"
+    dpo_beta: float = 0.1
+    dpo_label_smoothing: float = 0.0
+    dataset: str | None = None
+    """offline_dpo: JSONL of {"prompt", "chosen", "rejected"} (``autotelic pairs`` makes one from a run)."""
+    off_policy: Literal["clip", "decoupled"] = "clip"
+    """clip (ratio to the sampling policy, clipped) or decoupled (truncated importance weight to the
+    sampling policy times a ratio to the current one; for replayed and partial rollouts)."""
+    is_cap: float = 2.0
+    """decoupled: importance weights are truncated at this value."""
     updates_per_batch: int = 1
     """Gradient steps on each rollout batch; above 1 the clipped ratio matters."""
     max_grad_norm: float = 1.0
@@ -141,6 +220,7 @@ class RunConfig:
     generate: GenerateConfig = field(default_factory=GenerateConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -164,6 +244,15 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
             except ConfigError as error:
                 errors.append(str(error))
         raise ConfigError(errors[0])
+    if origin is Literal:
+        choices = typing.get_args(annotation)
+        if value not in choices:
+            raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, choices))}; got {value!r}")
+        return value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key '{key}' must be a mapping, got {value!r}")
+        return value
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"config key '{key}' must be a list, got {value!r}")

@@ -1,10 +1,11 @@
 """The training loop. One step is data flowing through the four rollout stages:
 
-    curriculum.next_tasks -> Generate -> Filter (verifier rewards, zero-variance groups)
-    -> Control (token budget, truncation) -> Replay -> GRPO update -> curriculum.observe
+    curriculum.next_tasks -> Generate -> Filter (rewards, group filters, dynamic sampling)
+    -> Control (group sizes, early exit, overlong, token budget) -> Replay -> loss -> update
 
-Every step appends to metrics.jsonl and rollouts.jsonl and (every ``checkpoint_every`` steps)
-writes a checkpoint that ``autotelic resume`` continues from exactly.
+``build_pipeline`` turns the config into those stages; ``update.py`` turns a batch into the configured
+algorithm's loss. Every step appends to metrics.jsonl and rollouts.jsonl and (every
+``checkpoint_every`` steps) writes a checkpoint that ``autotelic resume`` continues from exactly.
 """
 
 from __future__ import annotations
@@ -22,24 +23,44 @@ from typing import Any
 
 import torch
 
-from autotelic.algorithms import ALGORITHMS, GRPOSettings, group_advantages, grpo_loss
+from autotelic.algorithms import AlgorithmSpec, get_algorithm
 from autotelic.backends.hf import HFPolicy
 from autotelic.checkpoint import CheckpointWriter, latest_checkpoint, load_checkpoint
-from autotelic.config import RunConfig, load_config, save_config, to_dict
-from autotelic.curricula.learnability import LearnabilityCurriculum
+from autotelic.config import ModelConfig, RunConfig, load_config, save_config, to_dict
+from autotelic.curricula import BanditCurriculum, Curriculum, PromptPoolCurriculum
+from autotelic.envs import make_env_factory
 from autotelic.evaluate import EvalResult, evaluate, heldout_tasks
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
+from autotelic.rewards import build_reward
 from autotelic.rollout.control import Budget
 from autotelic.rollout.filter import (
+    GroupFilter,
+    MinStdFilter,
+    PassRateBand,
+    Scorer,
     ZeroVarianceFilter,
-    apply_filters,
-    score_groups,
-    verifier_reward,
+    completion_scorer,
+    env_return,
+    weighted_scorer,
 )
-from autotelic.rollout.generate import PolicySampler
-from autotelic.rollout.replay import OnPolicyBuffer
+from autotelic.rollout.generate import (
+    EpisodeSampler,
+    PartialRolloutSampler,
+    PolicySampler,
+    RolloutWorker,
+    TreeSampler,
+)
+from autotelic.rollout.pipeline import RolloutPipeline
+from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
 from autotelic.types import Group
+from autotelic.update import (
+    PreferencePair,
+    dpo_update,
+    load_pairs,
+    policy_gradient_update,
+    rollout_pairs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,74 +88,121 @@ class TrainState:
     completion_tokens: int = 0
     eval_before: dict[str, Any] | None = None
     evals: list[dict[str, Any]] = field(default_factory=list)  # {"step", "accuracy", ...} over time
+    pairs_seen: int = 0  # offline DPO: position in the (shuffled, cycled) preference dataset
 
 
-def _pad(rows: list[list[float]]) -> torch.Tensor:
-    out = torch.zeros(len(rows), max(1, max(len(r) for r in rows)))
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row)
-    return out
+# ---- building the stages from the config -------------------------------------------------------
+def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
+    """Settings that are each valid but do not work together, named before the model loads."""
+    mode, control = config.generate.mode, config.control
+    problems = []
+    if mode == "tree" and spec.advantage not in ("grpo", "dr_grpo"):
+        problems.append(f"generate.mode=tree credits tree segments with group baselines: use a GRPO-family "
+                        f"algorithm (grpo, dr_grpo, dapo, gspo), not {spec.name}")
+    if control.early_exit_probe is not None and mode in ("tree", "partial"):
+        problems.append(f"control.early_exit_probe works with generate.mode sample or episode, not {mode}")
+    if mode == "episode" and config.generate.env is None:
+        problems.append("generate.mode=episode needs generate.env (e.g. guess_number)")
+    if spec.name == "offline_dpo" and config.algorithm.dataset is None:
+        problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
+    if problems:
+        raise TrainingError("; ".join(problems))
 
 
-def grpo_update(policy: HFPolicy, groups: list[Group], config: RunConfig) -> dict[str, float]:
-    """One or more gradient steps on a batch of kept groups (micro-batched, exact accumulation)."""
-    algo, n = config.algorithm, config.generate.group_size
-    settings = GRPOSettings(algo.clip_low, algo.clip_high, algo.beta, algo.kl_estimator, algo.loss_agg)
-    rewards_B = torch.tensor([r for g in groups for r in g.rewards])
-    advantages_B = group_advantages(rewards_B, n, scale=algo.scale_rewards)
-    samples = [s for g in groups for s in g.samples]
-    normalizer = (sum(len(s.token_ids) for s in samples) if algo.loss_agg == "token-mean" else len(samples))
-    totals: dict[str, float] = defaultdict(float)
-    chunks = [groups[i:i + algo.micro_batch_groups] for i in range(0, len(groups), algo.micro_batch_groups)]
-    for _ in range(algo.updates_per_batch):
-        offset = 0
-        for chunk in chunks:
-            chunk_samples = [s for g in chunk for s in g.samples]
-            prompts = [g.prompt_ids for g in chunk]
-            completions = [s.token_ids for s in chunk_samples]
-            logprobs_BT, mask_BT = policy.completion_logprobs(prompts, completions, n, config.generate.temperature)
-            old_logprobs_BT = _pad([s.logprobs for s in chunk_samples])
-            ref_logprobs_BT = None
-            if algo.beta > 0:
-                ref_logprobs_BT, _ = policy.completion_logprobs(prompts, completions, n,
-                                                                config.generate.temperature, reference=True)
-            advantages = advantages_B[offset:offset + len(chunk_samples)]
-            offset += len(chunk_samples)
-            loss, stats = grpo_loss(logprobs_BT, old_logprobs_BT, advantages, mask_BT, settings,
-                                    ref_logprobs_BT, normalizer=normalizer)
-            if not torch.isfinite(loss):
-                policy.optimizer.zero_grad(set_to_none=True)
-                raise FloatingPointError(f"loss is {loss.item()}; update skipped")
-            loss.backward()
-            totals["train/loss"] += loss.item()
-            for key, value in stats.items():
-                totals[f"train/{key}"] += value * len(chunk) / len(groups)
-        totals.update({f"train/{k}": v for k, v in policy.optimizer_step().items()})
-    return {k: v / (algo.updates_per_batch if k != "train/grad_norm" else 1) for k, v in totals.items()}
+def build_curriculum(config: RunConfig, exclude: set[str]) -> Curriculum:
+    cur, seed = config.curriculum, config.train.seed
+    bandit = BanditCurriculum(cur.families, cur.levels, seed=seed, exclude=exclude,
+                              value="learnability" if cur.name == "regret" else cur.name,
+                              temperature=cur.temperature, ema=cur.ema, alpha=cur.ema,
+                              prior_pass_rate=cur.prior_pass_rate, decay=cur.decay)
+    if cur.name != "regret":
+        return bandit
+    # eva: a pool of concrete prompts, drawn from the families once, then selected by informativeness
+    gate = tuple(cur.gate) if cur.gate is not None else None
+    return PromptPoolCurriculum(bandit.next_tasks(cur.pool_size), seed=seed, metric=cur.metric, gate=gate)
+
+
+def build_scorer(config: RunConfig, policy: HFPolicy) -> Scorer:
+    parts: list[tuple[Scorer, float]] = []
+    judges: dict[str, HFPolicy] = {}
+    for spec in config.filter.rewards:
+        if spec.name == "env":
+            parts.append((env_return, spec.weight))
+            continue
+        options = dict(spec.options)
+        backend = None
+        if spec.name == "judge":  # the policy itself, or another local model as a frozen judge
+            model = options.pop("model", "policy")
+            if model == "policy":
+                backend = policy
+            else:
+                backend = judges.setdefault(model, HFPolicy(ModelConfig(path=model, threads=config.model.threads)))
+        parts.append((completion_scorer(build_reward(spec.name, options, judge_backend=backend)), spec.weight))
+    if not parts:
+        raise TrainingError("filter.rewards is empty: name at least one reward (e.g. verifier)")
+    return weighted_scorer(parts)
+
+
+def build_filters(config: RunConfig) -> list[GroupFilter]:
+    cfg = config.filter
+    filters: list[GroupFilter] = [ZeroVarianceFilter()] if cfg.drop_zero_variance else []
+    if cfg.min_reward_std > 0:
+        filters.append(MinStdFilter(cfg.min_reward_std))
+    if cfg.pass_rate_band is not None:
+        if len(cfg.pass_rate_band) != 2 or not 0 <= cfg.pass_rate_band[0] <= cfg.pass_rate_band[1] <= 1:
+            raise TrainingError(f"filter.pass_rate_band must be [low, high] within [0, 1], got {cfg.pass_rate_band}")
+        filters.append(PassRateBand(*cfg.pass_rate_band))
+    return filters
+
+
+def build_generator(config: RunConfig, policy: HFPolicy) -> RolloutWorker:
+    gen = config.generate
+    if gen.mode == "tree":
+        return TreeSampler(policy, gen.temperature, gen.top_p, gen.tree_branches, gen.tree_branch_samples)
+    if gen.mode == "partial":
+        return PartialRolloutSampler(policy, gen.temperature, gen.top_p, gen.partial_segment_tokens)
+    if gen.mode == "episode":
+        return EpisodeSampler(policy, make_env_factory(gen.env), gen.temperature, gen.top_p,
+                              config.control.max_turns)
+    return PolicySampler(policy, gen.temperature, gen.top_p)
+
+
+def build_pipeline(config: RunConfig, policy: HFPolicy, curriculum: Curriculum) -> RolloutPipeline:
+    control, cfg = config.control, config.filter
+    replay = (ReplayBuffer(config.replay.capacity, config.replay.max_staleness, config.replay.replay_groups,
+                           config.replay.max_reuse) if config.replay.name == "buffer" else OnPolicyBuffer())
+    return RolloutPipeline(
+        curriculum=curriculum, generator=build_generator(config, policy), scorer=build_scorer(config, policy),
+        filters=build_filters(config),
+        budget=Budget(control.tasks_per_step, config.generate.group_size, control.max_new_tokens,
+                      control.max_tokens_per_step),
+        replay=replay, dynamic_sampling=cfg.dynamic_sampling, max_rounds=cfg.max_rounds,
+        keep_top_fraction=cfg.keep_top_fraction,
+        adaptive_sizes=(control.min_group_size, control.max_group_size) if control.adaptive_group_size else None,
+        early_exit_probe=control.early_exit_probe, overlong=control.overlong, overlong_buffer=control.overlong_buffer,
+    )
 
 
 class Trainer:
     """Owns the run directory, the policy and the four stages; ``run()`` trains to the end."""
 
     def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False):
-        if config.algorithm.name not in ALGORITHMS:
-            raise TrainingError(f"unknown algorithm.name '{config.algorithm.name}'; available: {', '.join(ALGORITHMS)}")
+        try:
+            self.spec = get_algorithm(config.algorithm.name)
+        except ValueError as error:
+            raise TrainingError(str(error)) from None
+        check_combination(config, self.spec)
         self.config, self.run_dir = config, run_dir
         random.seed(config.train.seed)
         torch.manual_seed(config.train.seed)
         cur = config.curriculum
         self.heldout = heldout_tasks(cur.families, config.eval.levels, config.eval.per_level, config.eval.seed)
-        self.curriculum = LearnabilityCurriculum(
-            cur.families, cur.levels, seed=config.train.seed, exclude={t.uid for t in self.heldout},
-            strategy=cur.name, temperature=cur.temperature, ema=cur.ema, prior_pass_rate=cur.prior_pass_rate)
-        algo = config.algorithm  # the model loads last: bad task settings fail before it is read
+        self.curriculum = build_curriculum(config, exclude={t.uid for t in self.heldout})
+        self.pairs = load_pairs(config.algorithm.dataset) if self.spec.name == "offline_dpo" else None
+        algo = config.algorithm  # the model loads last: bad settings fail before it is read
         self.policy = HFPolicy(config.model, lr=algo.lr, weight_decay=algo.weight_decay,
                                max_grad_norm=algo.max_grad_norm, seed=config.train.seed)
-        self.sampler = PolicySampler(self.policy, config.generate.temperature, config.generate.top_p)
-        self.filters = [ZeroVarianceFilter()] if config.filter.drop_zero_variance else []
-        self.budget = Budget(config.control.tasks_per_step, config.generate.group_size,
-                             config.control.max_new_tokens, config.control.max_tokens_per_step)
-        self.buffer = OnPolicyBuffer()
+        self.pipeline = build_pipeline(config, self.policy, self.curriculum)
         self.checkpoints = CheckpointWriter(run_dir, config.train.keep_checkpoints)
         self.state = TrainState()
         if resume:
@@ -144,6 +212,7 @@ class Trainer:
 
     # ---- checkpoints -----------------------------------------------------------------------
     def _checkpoint(self) -> None:
+        generator = self.pipeline.generator
         payload = {
             "state": copy.deepcopy(self.state.__dict__),
             "trainable": self.policy.trainable_state(),
@@ -151,6 +220,8 @@ class Trainer:
             "policy_version": self.policy.version,
             "generator": self.policy.generator.get_state(),
             "curriculum": self.curriculum.state_dict(),
+            "replay": copy.deepcopy(self.pipeline.replay.state_dict()),
+            "pending_rollouts": generator.state_dict() if hasattr(generator, "state_dict") else None,
             "torch_rng": torch.get_rng_state(),
         }
         self.checkpoints.save(self.state.step, payload)
@@ -169,6 +240,9 @@ class Trainer:
         self.policy.version = payload["policy_version"]
         self.policy.generator.set_state(payload["generator"])
         self.curriculum.load_state_dict(payload["curriculum"])
+        self.pipeline.replay.load_state_dict(payload["replay"])
+        if payload["pending_rollouts"] is not None:
+            self.pipeline.generator.load_state_dict(payload["pending_rollouts"])
         torch.set_rng_state(payload["torch_rng"])
 
     # ---- evaluation ------------------------------------------------------------------------
@@ -183,25 +257,26 @@ class Trainer:
     def step(self) -> dict[str, float]:
         config = self.config
         started = time.perf_counter()
-        tasks = self.curriculum.next_tasks(self.budget.plan())
-        groups = self.sampler.generate(tasks, config.generate.group_size, config.control.max_new_tokens)
+        if self.pairs is not None:
+            return self._offline_dpo_step(started)
+        rollouts = self.pipeline.collect(self.policy.version)
+        metrics = dict(rollouts.metrics)
         generated = time.perf_counter()
-        score_groups(groups, verifier_reward)
-        filter_stats = apply_filters(groups, self.filters)
-        metrics = {**filter_stats.as_metrics(), **self.budget.enforce(groups)}
-        metrics.update(self.curriculum.observe(groups))
-        self.buffer.add(groups)
-        batch = self.buffer.sample()
-        if batch:
+        if rollouts.batch:
             self.checkpoints.wait()  # the update mutates the tensors a checkpoint may still be writing
-            metrics.update(grpo_update(self.policy, batch, config))
+            if self.spec.kind == "dpo":
+                metrics.update(dpo_update(self.policy, rollout_pairs(rollouts.batch), config.algorithm))
+            else:
+                metrics.update(policy_gradient_update(self.policy, rollouts.batch, self.spec, config.algorithm,
+                                                      config.generate.temperature, config.control.max_new_tokens))
         finished = time.perf_counter()
+        groups = rollouts.groups
         tokens = sum(g.num_completion_tokens for g in groups)
-        scored = [g for g in groups if g.dropped_by != "reward_error"]
+        scored = [g for g in groups if g.dropped_by not in ("reward_error", "unscorable")]
         rewards = [r for g in scored for r in g.rewards]
         metrics.update({
             "reward/mean": sum(rewards) / max(1, len(rewards)),
-            "time/generate": generated - started,
+            "time/rollout": generated - started,
             "time/update": finished - generated,
             "time/step": finished - started,
             "perf/tokens_per_second": tokens / max(1e-9, finished - started),
@@ -210,10 +285,36 @@ class Trainer:
         for group in scored:
             by_family[group.task.family].extend(group.rewards)
         metrics.update({f"reward/{name}": sum(v) / len(v) for name, v in by_family.items()})
+        episodes = [s for g in groups for s in g.samples if "turns" in s.info]
+        if episodes:
+            metrics["episode/turns"] = sum(s.info["turns"] for s in episodes) / len(episodes)
+            metrics["episode/invalid_actions"] = sum(s.info["invalid_actions"] for s in episodes) / len(episodes)
         metrics.update({f"curriculum/share/{arm}": p for arm, p in self.curriculum.mix().items()})
         self.state.completion_tokens += tokens
         self.state.train_seconds += finished - started
         self._write_rollouts(groups)
+        return metrics
+
+    def _offline_dpo_step(self, started: float) -> dict[str, float]:
+        """Offline DPO: the next ``tasks_per_step`` pairs of the dataset (reshuffled every epoch)."""
+        count = self.config.control.tasks_per_step
+        batch = []
+        for position in range(self.state.pairs_seen, self.state.pairs_seen + count):
+            epoch, index = divmod(position, len(self.pairs))
+            order = list(range(len(self.pairs)))
+            random.Random(f"{self.config.train.seed}/{epoch}").shuffle(order)
+            row = self.pairs[order[index]]
+            batch.append(PreferencePair(self.policy.encode_prompt(row["prompt"]),
+                                        self.policy.encode_completion(row["chosen"]),
+                                        self.policy.encode_completion(row["rejected"])))
+        self.checkpoints.wait()
+        metrics = dpo_update(self.policy, batch, self.config.algorithm)
+        self.state.pairs_seen += count
+        finished = time.perf_counter()
+        self.state.train_seconds += finished - started
+        metrics.update({"time/step": finished - started, "time/update": finished - started,
+                        "reward/mean": metrics.get("train/reward_accuracy", 0.0),
+                        "perf/tokens_per_second": 0.0})
         return metrics
 
     def _write_rollouts(self, groups: list[Group]) -> None:
@@ -221,7 +322,9 @@ class Trainer:
         rows = [
             {"step": self.state.step + 1, "family": g.task.family, "level": g.task.level, "prompt": g.task.prompt,
              "answer": g.task.answer, "completion": s.text, "reward": s.reward, "finished": s.finished,
-             "kept": g.kept, "filter": g.dropped_by or "kept"}
+             "kept": g.kept, "filter": g.dropped_by or "kept", "policy_version": s.policy_version,
+             **({"parent": s.parent, "branch_at": s.branch_at} if s.parent is not None else {}),
+             **({"turns": s.info["turns"], "observations": s.info["observations"]} if "turns" in s.info else {})}
             for g in groups for s in g.samples
         ][:limit]
         with (self.run_dir / "rollouts.jsonl").open("a") as file:

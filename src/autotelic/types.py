@@ -32,6 +32,19 @@ class Sample:
     finished: bool  # ended with an EOS token (False: cut at the length limit)
     reward: float | None = None
     policy_version: int = 0
+    """Policy version of the oldest token (partial rollouts continue under newer ones)."""
+    mask: list[int] | None = None
+    """Per token: 1 = the policy's own token, trained on; 0 = environment/tool observation or a
+    prefix shared with another sample. None means every token is trained on."""
+    parent: int | None = None
+    """Tree rollouts: index (within the group) of the sample this one branched from."""
+    branch_at: int = 0
+    """Tree rollouts: number of leading completion tokens shared with ``parent``."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Free-form per-sample facts (turns taken, tool calls, environment info) for logs and rewards."""
+
+    def loss_mask(self) -> list[int]:
+        return self.mask if self.mask is not None else [1] * len(self.token_ids)
 
 
 @dataclass

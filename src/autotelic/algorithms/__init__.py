@@ -1,7 +1,88 @@
-"""Losses as pure tensor functions (they import only torch and ``types``), chosen by name."""
+"""Losses as pure tensor functions (they import only torch and the standard library), chosen by name.
 
-from autotelic.algorithms.grpo import GRPOSettings, group_advantages, grpo_loss
+Each entry of ``ALGORITHMS`` is the whole recipe of one algorithm: its loss family, advantage
+estimator and surrogate switches. Rollout-stage options (e.g. DAPO's dynamic sampling and overlong
+shaping) live with the rollout stages; recipes turn them on.
+"""
 
-ALGORITHMS = ("grpo",)
+from dataclasses import dataclass
 
-__all__ = ["ALGORITHMS", "GRPOSettings", "group_advantages", "grpo_loss"]
+from autotelic.algorithms.advantages import (
+    ADVANTAGE_ESTIMATORS,
+    AdvantageEstimator,
+    grpo_advantages,
+    reinforce_pp_advantages,
+    rloo_advantages,
+    tree_advantages,
+)
+from autotelic.algorithms.dpo import best_worst_pair, dpo_loss
+from autotelic.algorithms.policy_gradient import (
+    KL_ESTIMATORS,
+    LOSS_AGGS,
+    RATIO_LEVELS,
+    PolicyLossSettings,
+    kl_penalty,
+    policy_loss,
+)
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str
+    kind: str  # "policy_gradient" | "dpo"
+    advantage: str | None  # key of ADVANTAGE_ESTIMATORS; None for DPO
+    ratio_level: str = "token"
+    loss_agg: str = "token-mean"
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    source: str = ""  # paper / peer it comes from
+
+
+ALGORITHMS: dict[str, AlgorithmSpec] = {
+    spec.name: spec
+    for spec in (
+        # token-level aggregation is our documented default, as in DAPO and TRL
+        AlgorithmSpec("grpo", "policy_gradient", "grpo", source="DeepSeekMath, Shao et al. 2024"),
+        AlgorithmSpec("dr_grpo", "policy_gradient", "dr_grpo", loss_agg="seq-mean-token-sum-norm",
+                      source="Liu et al. 2025, Understanding R1-Zero-like training: a critical perspective"),
+        AlgorithmSpec("dapo", "policy_gradient", "grpo", clip_high=0.28,
+                      source="DAPO, Yu et al. 2025 (dynamic sampling and overlong shaping are rollout-stage options)"),
+        AlgorithmSpec("gspo", "policy_gradient", "grpo", ratio_level="sequence", loss_agg="seq-mean-token-mean",
+                      clip_low=3e-4, clip_high=4e-4, source="GSPO, Zheng et al. 2025"),
+        AlgorithmSpec("rloo", "policy_gradient", "rloo",
+                      source="Ahmadian et al. 2024, Back to basics: revisiting REINFORCE-style optimization"),
+        AlgorithmSpec("reinforce_pp", "policy_gradient", "reinforce_pp",
+                      source="REINFORCE++, Hu et al. 2025 (OpenRLHF)"),
+        AlgorithmSpec("online_dpo", "dpo", None,
+                      source="Guo et al. 2024, Direct language model alignment from online AI feedback"),
+        AlgorithmSpec("offline_dpo", "dpo", None, source="DPO, Rafailov et al. 2023"),
+    )
+}
+
+
+def get_algorithm(name: str) -> AlgorithmSpec:
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"unknown algorithm.name '{name}'; available: {', '.join(ALGORITHMS)}") from None
+
+
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "ALGORITHMS",
+    "KL_ESTIMATORS",
+    "LOSS_AGGS",
+    "RATIO_LEVELS",
+    "AdvantageEstimator",
+    "AlgorithmSpec",
+    "PolicyLossSettings",
+    "best_worst_pair",
+    "dpo_loss",
+    "get_algorithm",
+    "grpo_advantages",
+    "kl_penalty",
+    "policy_loss",
+    "reinforce_pp_advantages",
+    "rloo_advantages",
+    "tree_advantages",
+]

@@ -6,7 +6,8 @@ default) lives in ``hf.py``; a vLLM backend adds a module here, imported lazily.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -17,6 +18,7 @@ class Completion:
     token_ids: list[int]
     logprobs: list[float]  # log-prob of each sampled token under the sampling distribution
     finished: bool  # ended with EOS rather than at the length limit
+    entropies: list[float] = field(default_factory=list)  # entropy of each step's sampling distribution
 
 
 class PolicyBackend(Protocol):
@@ -24,16 +26,22 @@ class PolicyBackend(Protocol):
 
     def encode_prompt(self, user_message: str) -> list[int]: ...
 
+    def encode_completion(self, text: str) -> list[int]: ...
+
+    def encode_followup(self, observation: str, after_eos: bool) -> list[int]: ...
+
     def decode(self, token_ids: list[int]) -> str: ...
 
     def generate(
-        self, prompts: list[list[int]], n: int, max_new_tokens: int, temperature: float, top_p: float = 1.0,
+        self, prompts: list[list[int]], n: int | Sequence[int], max_new_tokens: int, temperature: float, top_p: float = 1.0,
         greedy: bool = False,
     ) -> list[list[Completion]]: ...
 
     def completion_logprobs(
-        self, prompts: list[list[int]], completions: list[list[int]], n: int, temperature: float,
+        self, prompts: list[list[int]], completions: list[list[int]], n: int | Sequence[int], temperature: float,
         reference: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def zero_grad(self) -> None: ...
 
     def optimizer_step(self) -> dict[str, float]: ...

@@ -11,7 +11,9 @@ Two things make it several times faster than a generic trainer on CPU:
 from __future__ import annotations
 
 import copy
+import itertools
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -48,6 +50,18 @@ def resolve_model_dir(path: str | None) -> Path:
     if not (model_dir / "config.json").is_file():
         raise ModelFileError(f"--model {path}: not a Hugging Face model directory (no config.json there)")
     return model_dir
+
+
+def _group_sizes(n: int | Sequence[int], num_prompts: int) -> list[int]:
+    sizes = [n] * num_prompts if isinstance(n, int) else list(n)
+    if len(sizes) != num_prompts or min(sizes, default=1) < 1:
+        raise ValueError(f"group sizes {sizes} do not fit {num_prompts} prompts (each needs at least 1 sample)")
+    return sizes
+
+
+def _repeat_index(sizes: list[int]) -> torch.Tensor:
+    """Row i of the prompt batch repeated sizes[i] times: [0, 0, 1, 1, 1] for sizes [2, 3]."""
+    return torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
 
 
 def _left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -135,6 +149,23 @@ class HFPolicy:
         text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return self.tokenizer(text, add_special_tokens=False).input_ids
 
+    def encode_completion(self, text: str) -> list[int]:
+        """An assistant reply as the model would have generated it: its tokens, then end-of-turn."""
+        return self.tokenizer(text, add_special_tokens=False).input_ids + [self.tokenizer.eos_token_id]
+
+    def encode_followup(self, observation: str, after_eos: bool) -> list[int]:
+        """Tokens that close the model's turn (unless it already ended with EOS), add ``observation`` as
+        the next user message and open the next assistant turn: what a multi-turn episode appends."""
+        marker = "\x00TURN\x00"
+        messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": marker},
+                    {"role": "user", "content": observation}]
+        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        tail = text[text.index(marker) + len(marker):]
+        eos = self.tokenizer.eos_token or ""
+        if after_eos and eos and tail.startswith(eos):
+            tail = tail[len(eos):]
+        return self.tokenizer(tail, add_special_tokens=False).input_ids
+
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
@@ -153,20 +184,23 @@ class HFPolicy:
 
     # ---- generation ------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], n: int, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, greedy: bool = False) -> list[list[Completion]]:
-        """n completions per prompt. Returns one list of n Completions per prompt."""
+    def generate(self, prompts: list[list[int]], n: int | Sequence[int], max_new_tokens: int,
+                 temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False) -> list[list[Completion]]:
+        """n completions per prompt (or n[i] for prompt i). Returns one list of Completions per prompt."""
         lm = self.causal_lm
+        sizes = _group_sizes(n, len(prompts))
+        rows = _repeat_index(sizes)
         ids, mask, positions = _left_pad(prompts, self.pad_id)
         out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
-        cache.batch_repeat_interleave(n)
-        logits = out.logits[:, -1].repeat_interleave(n, 0)  # (B, V)
-        mask = mask.repeat_interleave(n, 0)
-        next_position = positions[:, -1].repeat_interleave(n, 0) + 1  # (B,)
-        total = len(prompts) * n
+        cache.batch_select_indices(rows)  # the prompt ran once; each sample gets its own copy of its cache
+        logits = out.logits[:, -1][rows]  # (B, V)
+        mask = mask[rows]
+        next_position = positions[:, -1][rows] + 1  # (B,)
+        total = len(rows)
         tokens: list[list[int]] = [[] for _ in range(total)]
         logps: list[list[float]] = [[] for _ in range(total)]
+        entropies: list[list[float]] = [[] for _ in range(total)]
         finished = [False] * total
         active = torch.arange(total)  # decoding-batch row -> sample index
         for step in range(max_new_tokens):
@@ -175,10 +209,13 @@ class HFPolicy:
             logprobs = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)
             token = logprobs.argmax(-1) if greedy else _sample(logprobs, top_p, self.generator)
             token_logprob = logprobs.gather(1, token[:, None]).squeeze(1)
+            entropy = -(logprobs.exp() * logprobs).sum(-1)  # where tree rollouts branch
             done = torch.isin(token, self.eos_ids)
-            for sample, tok, lp, is_done in zip(active.tolist(), token.tolist(), token_logprob.tolist(), done.tolist()):
+            for sample, tok, lp, h, is_done in zip(active.tolist(), token.tolist(), token_logprob.tolist(),
+                                                   entropy.tolist(), done.tolist()):
                 tokens[sample].append(tok)
                 logps[sample].append(lp)
+                entropies[sample].append(h)
                 finished[sample] = is_done
             if step == max_new_tokens - 1 or bool(done.all()):
                 break
@@ -191,19 +228,22 @@ class HFPolicy:
                      past_key_values=cache, use_cache=True)
             logits = out.logits[:, -1]
             next_position = next_position + 1
-        completions = [Completion(tokens[i], logps[i], finished[i]) for i in range(total)]
-        return [completions[p * n:(p + 1) * n] for p in range(len(prompts))]
+        completions = [Completion(tokens[i], logps[i], finished[i], entropies[i]) for i in range(total)]
+        starts = [0, *itertools.accumulate(sizes)]
+        return [completions[starts[p]:starts[p + 1]] for p in range(len(prompts))]
 
     # ---- training forward ------------------------------------------------------------------
-    def completion_logprobs(self, prompts: list[list[int]], completions: list[list[int]], n: int,
+    def completion_logprobs(self, prompts: list[list[int]], completions: list[list[int]], n: int | Sequence[int],
                             temperature: float = 1.0, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probs of each completion token, (B, T) with B = len(prompts) * n, and the (B, T) mask.
+        """Log-probs of each completion token, (B, T) with B = sum of group sizes, and the (B, T) mask.
 
-        The prompt runs once per group; its KV cache is repeated n times (exact gradients).
+        The prompt runs once per group; its KV cache is repeated per sample (exact gradients).
         ``reference=True`` scores under the frozen reference policy, without gradients.
         """
-        if len(completions) != len(prompts) * n:
-            raise ValueError(f"{len(completions)} completions for {len(prompts)} prompts x n={n}")
+        sizes = _group_sizes(n, len(prompts))
+        if len(completions) != sum(sizes):
+            raise ValueError(f"{len(completions)} completions for {len(prompts)} prompts with group sizes {sizes}")
+        n = sizes
         if reference:
             with torch.no_grad():
                 if self.config.lora:
@@ -212,19 +252,20 @@ class HFPolicy:
                 return self._logprobs(self._reference_lm(), prompts, completions, n, temperature)
         return self._logprobs(self.causal_lm, prompts, completions, n, temperature)
 
-    def _logprobs(self, lm: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]], n: int,
-                  temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def _logprobs(self, lm: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]],
+                  sizes: list[int], temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
         body, head = lm.get_decoder(), lm.get_output_embeddings()
+        rows = _repeat_index(sizes)
         ids, mask, positions = _left_pad(prompts, self.pad_id)
         prompt_out = body(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
         cache = prompt_out.past_key_values
-        cache.batch_repeat_interleave(n)
-        hidden = prompt_out.last_hidden_state[:, -1:].repeat_interleave(n, 0)  # (B, 1, D): predicts token 0
+        cache.batch_select_indices(rows)
+        hidden = prompt_out.last_hidden_state[:, -1:][rows]  # (B, 1, D): predicts token 0
         completion_ids, completion_mask = _right_pad(completions, self.pad_id)  # (B, T)
         if completion_ids.shape[1] > 1:
             inputs = completion_ids[:, :-1]
-            full_mask = torch.cat([mask.repeat_interleave(n, 0), completion_mask[:, :-1].long()], dim=1)
-            start = positions[:, -1:].repeat_interleave(n, 0) + 1
+            full_mask = torch.cat([mask[rows], completion_mask[:, :-1].long()], dim=1)
+            start = positions[:, -1:][rows] + 1
             steps = torch.arange(inputs.shape[1])[None, :]
             rest = body(input_ids=inputs, attention_mask=full_mask, position_ids=start + steps,
                         past_key_values=cache, use_cache=True).last_hidden_state
@@ -241,10 +282,13 @@ class HFPolicy:
         return logprobs, completion_mask
 
     # ---- updates and state -----------------------------------------------------------------
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
     def optimizer_step(self) -> dict[str, float]:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.max_grad_norm)
         if not torch.isfinite(grad_norm):
-            self.optimizer.zero_grad(set_to_none=True)
+            self.zero_grad()
             raise FloatingPointError(f"non-finite gradient norm ({grad_norm.item()}); update skipped")
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

@@ -1,9 +1,15 @@
-"""Curricula: the creator that decides which tasks to generate next (the Replay stage's other half)."""
+"""Curricula: the creator that decides which tasks to generate next (the Replay stage's other half).
+
+``BanditCurriculum`` draws (family, level) arms by an estimated learning value;
+``PromptPoolCurriculum`` draws concrete prompts from a growing pool by how informative they were.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from autotelic.curricula.bandit import BanditCurriculum, EmptyFamilyError
+from autotelic.curricula.regret import EmptyPoolError, PromptPoolCurriculum
 from autotelic.types import Group, Task
 
 
@@ -14,6 +20,11 @@ class Curriculum(Protocol):
 
     def mix(self) -> dict[str, float]: ...
 
+    def estimated_pass_rate(self, task: Task) -> float: ...
+
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+__all__ = ["BanditCurriculum", "Curriculum", "EmptyFamilyError", "EmptyPoolError", "PromptPoolCurriculum"]

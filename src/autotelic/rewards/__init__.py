@@ -1,1 +1,64 @@
-"""Reward functions: verifiers that turn a completion into a number (Filter stage inputs)."""
+"""Reward functions: what turns a group's completions into numbers (the Filter stage's inputs).
+
+A reward function scores a whole group at once, because some rewards (majority vote, judges
+batching their calls) need the group. It returns nan for a sample it cannot score, such as a judge
+reply without a score; the filter stage drops those groups as unscorable. Submodules load on
+demand (``build_reward``) so that importing a verifier does not pull in sympy or a model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import TYPE_CHECKING, Any, Protocol
+
+from autotelic.types import Task
+
+if TYPE_CHECKING:
+    from autotelic.backends import PolicyBackend
+
+
+class RewardFunction(Protocol):
+    name: str
+
+    def __call__(self, task: Task, completions: list[str]) -> list[float]: ...
+
+
+# name -> (module, class); the judge's backend is passed separately from the options.
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "verifier": ("autotelic.rewards.verifiers", "VerifierReward"),
+    "math_verify": ("autotelic.rewards.math", "MathVerifyReward"),
+    "majority_vote": ("autotelic.rewards.majority", "MajorityVoteReward"),
+    "format": ("autotelic.rewards.checks", "FormatReward"),
+    "length": ("autotelic.rewards.checks", "LengthPenalty"),
+    "judge": ("autotelic.rewards.judge", "LLMJudge"),
+}
+# Constructor arguments that take Python objects (a backend, functions), not config values.
+_NOT_OPTIONS = {"backend", "extract", "similarity"}
+
+
+def reward_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def build_reward(name: str, options: dict[str, Any] | None = None,
+                 judge_backend: PolicyBackend | None = None) -> RewardFunction:
+    """The reward function called ``name``, configured from ``options`` (its constructor's arguments)."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown reward '{name}'; valid: {', '.join(reward_names())}")
+    module, class_name = _REGISTRY[name]
+    cls = getattr(importlib.import_module(module), class_name)
+    params = {k: p for k, p in inspect.signature(cls).parameters.items() if k not in _NOT_OPTIONS}
+    options = dict(options or {})
+    for key in options:
+        if key not in params:
+            valid = ", ".join(params) or "none"
+            raise ValueError(f"unknown option '{key}' for reward '{name}'; valid options: {valid}")
+    missing = [k for k, p in params.items() if p.default is inspect.Parameter.empty and k not in options]
+    if missing:
+        raise ValueError(f"reward '{name}' needs option '{missing[0]}'")
+    if name == "judge":
+        if judge_backend is None:
+            raise ValueError("reward 'judge' needs a judge backend (a local model to generate its grades)")
+        options["backend"] = judge_backend
+    return cls(**options)

@@ -2,11 +2,16 @@
 
 They are strict on purpose: the answer must be the first number in the completion, so the policy
 is paid for answering, not for listing candidates and letting a lenient parser pick one.
+``VerifierReward`` applies whichever verifier the task's family defines.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+
+from autotelic.tasks import get_family
+from autotelic.types import Task
 
 _INTEGER = re.compile(r"-?\d[\d,]*")
 
@@ -23,3 +28,14 @@ def first_integer(text: str) -> int | None:
 def first_integer_matches(completion: str, answer: str) -> float:
     """1.0 when the first integer of the completion equals the integer ``answer``."""
     return float(first_integer(completion) == int(answer))
+
+
+@dataclass
+class VerifierReward:
+    """Each completion scored by its task family's own verifier (the family's ``score``)."""
+
+    name: str = field(default="verifier", init=False)
+
+    def __call__(self, task: Task, completions: list[str]) -> list[float]:
+        family = get_family(task.family)
+        return [float(family.score(task, completion)) for completion in completions]

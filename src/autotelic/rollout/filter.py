@@ -1,13 +1,19 @@
 """Filter: reward functions score samples, then group filters keep or drop whole groups.
 
-A reward function that raises does not stop the run: its group is dropped as
-``reward_error`` with a one-line warning naming the function, task and error.
+Scoring is per group (majority vote and judges need the whole group). A reward that raises drops
+its group as ``reward_error`` with a one-line warning; a sample scored nan (a judge reply that does
+not parse) drops its group as ``unscorable``. Nothing else stops the run.
+
+Group filters: zero variance (no group-relative signal), ReST-GRPO's minimum reward std, a
+learnability band on the pass rate, and ``select_top_variance`` over the whole batch (ReST-style
+selection). Dynamic sampling, which refills the batch after filtering, lives in ``pipeline.py``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -17,12 +23,66 @@ from autotelic.types import Group, Task
 
 log = logging.getLogger(__name__)
 
-RewardFn = Callable[[Task, str], float]
+Scorer = Callable[[Group], list[float]]
+"""Rewards for every sample of a group."""
 
 
 def verifier_reward(task: Task, completion: str) -> float:
     """The task family's own verifier."""
     return get_family(task.family).score(task, completion)
+
+
+def completion_scorer(reward_fn: Callable[[Task, list[str]], list[float]]) -> Scorer:
+    """A Scorer from a reward function over (task, completions) (``autotelic.rewards``)."""
+
+    def score(group: Group) -> list[float]:
+        return list(reward_fn(group.task, [s.text for s in group.samples]))
+
+    score.__name__ = getattr(reward_fn, "name", getattr(reward_fn, "__name__", type(reward_fn).__name__))
+    return score
+
+
+def env_return(group: Group) -> list[float]:
+    """Episode mode: the environment's return, summed over the episode's steps."""
+    return [float(s.info["return"]) for s in group.samples]
+
+
+def weighted_scorer(parts: list[tuple[Scorer, float]]) -> Scorer:
+    """Sum of weighted rewards; a nan in any part makes the sample nan."""
+    if len(parts) == 1 and parts[0][1] == 1.0:
+        return parts[0][0]
+
+    def score(group: Group) -> list[float]:
+        columns = [[weight * value for value in scorer(group)] for scorer, weight in parts]
+        return [sum(values) for values in zip(*columns)]
+
+    score.__name__ = "+".join(getattr(scorer, "__name__", "reward") for scorer, _ in parts)
+    return score
+
+
+def score_groups(groups: list[Group], scorer: Scorer) -> None:
+    """Fill every sample's reward; a raising reward drops the group, a nan one marks it unscorable."""
+    name = getattr(scorer, "__name__", type(scorer).__name__)
+    for group in groups:
+        try:
+            values = [float(v) for v in scorer(group)]
+            if len(values) != len(group.samples):
+                raise ValueError(f"returned {len(values)} rewards for {len(group.samples)} samples")
+            if any(math.isinf(v) for v in values):
+                raise ValueError(f"returned {values}")
+        except Exception as error:  # a user's reward function may raise anything
+            log.warning("reward function %s failed on task %r: %s: %s; group dropped",
+                        name, group.task.uid, type(error).__name__, error)
+            group.dropped_by = "reward_error"
+            continue
+        if any(math.isnan(v) for v in values):
+            group.dropped_by = "unscorable"
+        for sample, value in zip(group.samples, values):
+            sample.reward = value
+
+
+def reward_std(group: Group) -> float:
+    return statistics.pstdev(group.rewards) if len(group.samples) > 1 else 0.0
 
 
 class GroupFilter(Protocol):
@@ -42,10 +102,54 @@ class ZeroVarianceFilter:
         return max(rewards) - min(rewards) > 1e-8
 
 
+@dataclass(frozen=True)
+class MinStdFilter:
+    """ReST-GRPO: a group whose reward std is negligible teaches little even when not exactly zero."""
+
+    min_std: float
+    name: str = "low_std"
+
+    def keep(self, group: Group) -> bool:
+        return reward_std(group) >= self.min_std
+
+
+@dataclass(frozen=True)
+class PassRateBand:
+    """Learnability gate: keep tasks the policy solves sometimes, neither never nor always."""
+
+    low: float
+    high: float
+    name: str = "pass_rate_band"
+
+    def keep(self, group: Group) -> bool:
+        pass_rate = sum(group.rewards) / len(group.samples)
+        return self.low <= pass_rate <= self.high
+
+
+def select_top_variance(groups: list[Group], fraction: float) -> int:
+    """ReST-style selection: of the kept groups, keep the ``fraction`` of highest reward std (at least
+    one); the rest are dropped as ``low_value``. Returns how many were dropped."""
+    kept = [g for g in groups if g.kept]
+    if fraction >= 1.0 or not kept:
+        return 0
+    ranked = sorted(kept, key=reward_std, reverse=True)
+    dropped = ranked[max(1, math.ceil(fraction * len(kept))):]
+    for group in dropped:
+        group.dropped_by = "low_value"
+    return len(dropped)
+
+
 @dataclass
 class FilterStats:
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
+
+    def count(self, groups: list[Group]) -> None:
+        for group in groups:
+            if group.kept:
+                self.kept += 1
+            else:
+                self.dropped[group.dropped_by] += 1
 
     def as_metrics(self) -> dict[str, float]:
         metrics = {"filter/kept_groups": float(self.kept)}
@@ -53,31 +157,9 @@ class FilterStats:
         return metrics
 
 
-def score_groups(groups: list[Group], reward_fn: RewardFn) -> None:
-    """Fill every sample's reward; a raising or non-finite reward drops the group."""
-    name = getattr(reward_fn, "__name__", type(reward_fn).__name__)
-    for group in groups:
-        try:
-            for sample in group.samples:
-                value = float(reward_fn(group.task, sample.text))
-                if not math.isfinite(value):
-                    raise ValueError(f"returned {value}")
-                sample.reward = value
-        except Exception as error:  # a user's reward function may raise anything
-            log.warning("reward function %s failed on task %r: %s: %s; group dropped",
-                        name, group.task.uid, type(error).__name__, error)
-            group.dropped_by = "reward_error"
-
-
-def apply_filters(groups: list[Group], filters: list[GroupFilter]) -> FilterStats:
-    """Mark dropped groups (first filter to reject names the reason) and count the outcome."""
-    stats = FilterStats()
+def apply_filters(groups: list[Group], filters: list[GroupFilter]) -> None:
+    """Mark dropped groups; the first filter to reject a group names the reason."""
     for group in groups:
         for group_filter in filters:
             if group.kept and not group_filter.keep(group):
                 group.dropped_by = group_filter.name
-        if group.kept:
-            stats.kept += 1
-        else:
-            stats.dropped[group.dropped_by] += 1
-    return stats

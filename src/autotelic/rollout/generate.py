@@ -1,41 +1,230 @@
-"""Generate: turn tasks into groups of sampled completions from a policy backend.
+"""Generate: turn tasks into groups of completions from a policy backend.
 
-``RolloutWorker`` is the seam for distribution: the in-process ``PolicySampler`` here, a Ray
-actor wrapping the same call later.
+Four generators share one call, ``generate(tasks, sizes, max_new_tokens) -> groups``:
+- ``PolicySampler``: n independent samples per task, decoded in one batch (prompts share their KV cache);
+- ``TreeSampler``: the samples, then new continuations branched from their highest-entropy token, so
+  the loss can credit the shared prefix and each branch separately (``Sample.parent``/``branch_at``);
+- ``PartialRolloutSampler``: every sample advances by at most ``segment_tokens`` per step; unfinished
+  groups wait and continue next step under the newer policy (log-probs and versions recorded);
+- ``EpisodeSampler``: multi-turn episodes against an environment; observation tokens are masked out.
+
+``RolloutWorker`` is the seam for distribution: a Ray actor wraps the same call.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
 
-from autotelic.backends import PolicyBackend
+from autotelic.backends import Completion, PolicyBackend
+from autotelic.envs import Environment
 from autotelic.types import Group, Sample, Task
 
 
 class RolloutWorker(Protocol):
-    def generate(self, tasks: list[Task], n: int, max_new_tokens: int) -> list[Group]: ...
+    def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]: ...
+
+
+def _sizes(sizes: int | list[int], count: int) -> list[int]:
+    return [sizes] * count if isinstance(sizes, int) else list(sizes)
+
+
+def _sample(policy: PolicyBackend, completion: Completion, prefix: Sample | None = None, at: int = 0) -> Sample:
+    """A Sample from a backend completion, optionally continuing the first ``at`` tokens of ``prefix``."""
+    if prefix is None:
+        return Sample(text=policy.decode(completion.token_ids), token_ids=list(completion.token_ids),
+                      logprobs=list(completion.logprobs), finished=completion.finished,
+                      policy_version=policy.version)
+    token_ids = prefix.token_ids[:at] + completion.token_ids
+    return Sample(text=policy.decode(token_ids), token_ids=token_ids,
+                  logprobs=prefix.logprobs[:at] + completion.logprobs, finished=completion.finished,
+                  policy_version=min(prefix.policy_version, policy.version))
 
 
 @dataclass
 class PolicySampler:
-    """n samples per task, decoded in one batch so prompts share their KV cache."""
+    """n samples per task (or sizes[i] for task i)."""
 
     policy: PolicyBackend
     temperature: float = 1.0
     top_p: float = 1.0
     greedy: bool = False
 
-    def generate(self, tasks: list[Task], n: int, max_new_tokens: int) -> list[Group]:
+    def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         if not tasks:
             return []
         prompts = [self.policy.encode_prompt(task.prompt) for task in tasks]
-        outputs = self.policy.generate(prompts, n, max_new_tokens, self.temperature, self.top_p, greedy=self.greedy)
-        return [
-            Group(task=task, prompt_ids=prompt, samples=[
-                Sample(text=self.policy.decode(c.token_ids), token_ids=c.token_ids, logprobs=c.logprobs,
-                       finished=c.finished, policy_version=self.policy.version)
-                for c in completions
-            ])
-            for task, prompt, completions in zip(tasks, prompts, outputs)
-        ]
+        outputs = self.policy.generate(prompts, _sizes(sizes, len(tasks)), max_new_tokens, self.temperature,
+                                       self.top_p, greedy=self.greedy)
+        return [Group(task=task, prompt_ids=prompt, samples=[_sample(self.policy, c) for c in completions])
+                for task, prompt, completions in zip(tasks, prompts, outputs)]
+
+
+def branch_point(entropies: list[float]) -> int | None:
+    """Where to branch a completion: its highest-entropy step, never the first (that would be a plain
+    new sample) and only where at least one token follows it; None when the completion is too short."""
+    if len(entropies) < 3:
+        return None
+    return max(range(1, len(entropies) - 1), key=lambda t: entropies[t])
+
+
+@dataclass
+class TreeSampler:
+    """Roots as PolicySampler draws them, then ``branch_samples`` continuations from the highest-entropy
+    token of each of the first ``branches`` roots of every group (TreeRL / TreePO style segment rollouts)."""
+
+    policy: PolicyBackend
+    temperature: float = 1.0
+    top_p: float = 1.0
+    branches: int = 2
+    branch_samples: int = 2
+
+    def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
+        groups, entropies = [], []
+        if tasks:  # PolicySampler would drop the entropies branching needs
+            prompts = [self.policy.encode_prompt(task.prompt) for task in tasks]
+            outputs = self.policy.generate(prompts, _sizes(sizes, len(tasks)), max_new_tokens, self.temperature,
+                                           self.top_p)
+            for task, prompt, completions in zip(tasks, prompts, outputs):
+                groups.append(Group(task, prompt, [_sample(self.policy, c) for c in completions]))
+                entropies.append([c.entropies for c in completions])
+        branch_prompts, origins = [], []  # origins: (group index, root index, branch point)
+        for g, group in enumerate(groups):
+            for r, sample in enumerate(group.samples[:self.branches]):
+                at = branch_point(entropies[g][r])
+                if at is not None:
+                    branch_prompts.append(group.prompt_ids + sample.token_ids[:at])
+                    origins.append((g, r, at))
+        if not branch_prompts:
+            return groups
+        budgets = {max_new_tokens - at for _, _, at in origins}
+        for budget in sorted(budgets):  # one batched call per remaining-length budget
+            chosen = [i for i, (_, _, at) in enumerate(origins) if max_new_tokens - at == budget]
+            outputs = self.policy.generate([branch_prompts[i] for i in chosen], self.branch_samples, budget,
+                                           self.temperature, self.top_p)
+            for i, completions in zip(chosen, outputs):
+                g, r, at = origins[i]
+                root = groups[g].samples[r]
+                for completion in completions:
+                    branch = _sample(self.policy, completion, prefix=root, at=at)
+                    branch.parent, branch.branch_at = r, at
+                    groups[g].samples.append(branch)
+        return groups
+
+
+@dataclass
+class _Pending:
+    group: Group
+    remaining: int  # tokens each unfinished sample may still generate
+
+
+@dataclass
+class PartialRolloutSampler:
+    """Long generations in segments (Kimi k1.5's partial rollouts): each step, every unfinished sample
+    advances by at most ``segment_tokens``; a group is returned once all its samples are done. Pending
+    groups resume first, under the current policy; each token keeps the log-prob it was sampled with
+    and ``policy_version`` records the oldest, so the loss corrects the off-policy part."""
+
+    policy: PolicyBackend
+    temperature: float = 1.0
+    top_p: float = 1.0
+    segment_tokens: int = 16
+    pending: list[_Pending] = field(default_factory=list)
+
+    def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
+        fresh = PolicySampler(self.policy, self.temperature, self.top_p).generate(
+            tasks, sizes, min(self.segment_tokens, max_new_tokens))
+        work = self.pending + [_Pending(g, max_new_tokens - self.segment_tokens) for g in fresh]
+        self._continue(self.pending)
+        done, self.pending = [], []
+        for item in work:
+            unfinished = [s for s in item.group.samples if not s.finished]
+            if unfinished and item.remaining > 0:
+                self.pending.append(item)
+            else:
+                done.append(item.group)
+        return done
+
+    def _continue(self, items: list[_Pending]) -> None:
+        for item in items:
+            budget = min(self.segment_tokens, item.remaining)
+            item.remaining -= budget
+            todo = [s for s in item.group.samples if not s.finished] if budget > 0 else []
+            if not todo:
+                continue
+            prompts = [item.group.prompt_ids + s.token_ids for s in todo]
+            outputs = self.policy.generate(prompts, 1, budget, self.temperature, self.top_p)
+            for sample, (completion,) in zip(todo, outputs):
+                continued = _sample(self.policy, completion, prefix=sample, at=len(sample.token_ids))
+                sample.token_ids, sample.logprobs, sample.text = continued.token_ids, continued.logprobs, continued.text
+                sample.finished, sample.policy_version = continued.finished, continued.policy_version
+                sample.info["segments"] = sample.info.get("segments", 1) + 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pending": copy.deepcopy(self.pending)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.pending = state["pending"]
+
+
+@dataclass
+class EpisodeSampler:
+    """Multi-turn episodes: the policy acts, the environment answers, until done, ``max_turns`` or the
+    token cap. A sample's tokens are its turns and the observations between them; observation tokens
+    have mask 0 and log-prob 0. The episode return (sum of step rewards) is ``info["return"]``."""
+
+    policy: PolicyBackend
+    make_env: Callable[[], Environment]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_turns: int = 4
+
+    def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
+        groups, episodes = [], []
+        for task, size in zip(tasks, _sizes(sizes, len(tasks))):
+            envs = [self.make_env() for _ in range(size)]
+            prompt = self.policy.encode_prompt(envs[0].reset(task))
+            group = Group(task, prompt, [])
+            for env in envs[1:]:
+                env.reset(task)
+            for env in envs:
+                sample = Sample(text="", token_ids=[], logprobs=[], finished=False, mask=[],
+                                policy_version=self.policy.version,
+                                info={"return": 0.0, "turns": 0, "invalid_actions": 0, "observations": []})
+                group.samples.append(sample)
+                episodes.append((env, sample, prompt))
+            groups.append(group)
+        active = episodes
+        for _ in range(self.max_turns):
+            active = [e for e in active if len(e[1].token_ids) < max_new_tokens]
+            if not active:
+                break
+            budget = max_new_tokens - min(len(sample.token_ids) for _, sample, _ in active)
+            outputs = self.policy.generate([prompt + sample.token_ids for _, sample, prompt in active], 1,
+                                           budget, self.temperature, self.top_p)
+            still = []
+            for (env, sample, prompt), (completion,) in zip(active, outputs):
+                room = max_new_tokens - len(sample.token_ids)
+                turn_ids, turn_logprobs = completion.token_ids[:room], completion.logprobs[:room]
+                ended = completion.finished and len(completion.token_ids) <= room
+                sample.token_ids += turn_ids
+                sample.logprobs += turn_logprobs
+                sample.mask += [1] * len(turn_ids)
+                result = env.step(self.policy.decode(turn_ids))
+                sample.info["return"] += result.reward
+                sample.info["turns"] += 1
+                sample.info["invalid_actions"] += int(result.info.get("valid") is False)
+                sample.info["observations"].append(result.observation)
+                sample.finished = ended  # False only when the token cap cut a turn short
+                if result.done or not ended:
+                    continue
+                followup = self.policy.encode_followup(result.observation, after_eos=True)
+                sample.token_ids += followup
+                sample.logprobs += [0.0] * len(followup)
+                sample.mask += [0] * len(followup)
+                still.append((env, sample, prompt))
+            active = still
+        for _, sample, _ in episodes:
+            sample.text = self.policy.decode([t for t, m in zip(sample.token_ids, sample.mask) if m])
+        return groups

@@ -26,14 +26,16 @@ class UnknownFamilyError(ValueError):
 
 
 def get_family(name: str) -> TaskFamily:
+    from autotelic.tasks.games import GAME_FAMILIES
     from autotelic.tasks.numbers import NUMBER_FAMILIES
     from autotelic.tasks.rgym import reasoning_gym_family
 
-    if name in NUMBER_FAMILIES:
-        return NUMBER_FAMILIES[name]
+    families = {**NUMBER_FAMILIES, **GAME_FAMILIES}
+    if name in families:
+        return families[name]
     if name.startswith("rg_"):
         return reasoning_gym_family(name[len("rg_"):])
-    known = ", ".join(sorted(NUMBER_FAMILIES)) + ", rg_<reasoning-gym dataset> (e.g. rg_chain_sum)"
+    known = ", ".join(sorted(families)) + ", rg_<reasoning-gym dataset> (e.g. rg_chain_sum)"
     raise UnknownFamilyError(f"unknown task family '{name}'; known: {known}")
 
 

@@ -1,0 +1,115 @@
+"""Advantage estimators: turn rewards into the per-sample (or per-token) weights of the policy gradient.
+
+A batch is flat: B samples in which the samples of one task (a group) are contiguous. Groups may
+differ in size (filters and partial rollouts drop samples), so they are given by ``group_sizes``,
+which sums to B. Every estimator uses only the group's own rewards as baseline, no value model.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import torch
+
+AdvantageEstimator = Callable[[torch.Tensor, Sequence[int]], torch.Tensor]
+
+
+def _centred(rewards_B: torch.Tensor, group_sizes: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(reward - its group's mean, group id of every sample, size of every group)."""
+    if any(n < 1 for n in group_sizes) or sum(group_sizes) != rewards_B.numel():
+        raise ValueError(f"group_sizes {list(group_sizes)} must be positive and sum to the batch size {rewards_B.numel()}")
+    rewards_B = rewards_B if rewards_B.is_floating_point() else rewards_B.float()
+    sizes_G = torch.tensor(list(group_sizes), dtype=rewards_B.dtype, device=rewards_B.device)
+    index_B = torch.repeat_interleave(torch.arange(len(sizes_G), device=rewards_B.device), sizes_G.long())
+    mean_G = torch.zeros_like(sizes_G).index_add_(0, index_B, rewards_B) / sizes_G
+    return rewards_B - mean_G[index_B], index_B, sizes_G
+
+
+def grpo_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int], scale: bool = True, eps: float = 1e-4) -> torch.Tensor:
+    """GRPO: (r - group mean) / (group std + eps); ``scale=False`` keeps only the centring (Dr.GRPO),
+    which removes the bias towards groups with low reward variance (too easy or too hard tasks).
+    The std is unbiased, as torch.std; a group of one sample gets advantage 0."""
+    centred_B, index_B, sizes_G = _centred(rewards_B, group_sizes)
+    if not scale:
+        return centred_B
+    var_G = torch.zeros_like(sizes_G).index_add_(0, index_B, centred_B**2) / (sizes_G - 1).clamp(min=1)
+    return centred_B / (var_G.sqrt()[index_B] + eps)
+
+
+def rloo_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int]) -> torch.Tensor:
+    """RLOO: r_i - mean of the other samples of its group, an unbiased baseline; groups of one get 0."""
+    centred_B, index_B, sizes_G = _centred(rewards_B, group_sizes)
+    n_B = sizes_G[index_B]
+    # r_i - (sum - r_i) / (n - 1) == n / (n - 1) * (r_i - mean)
+    return centred_B * n_B / (n_B - 1).clamp(min=1)
+
+
+def reinforce_pp_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int], eps: float = 1e-8) -> torch.Tensor:
+    """REINFORCE++-baseline (Hu et al. 2025): subtract the group mean, then whiten across the whole
+    batch. One batch-wide scale keeps the per-group std out of the gradient (no bias towards
+    low-variance groups) while still bounding its size."""
+    centred_B, _, _ = _centred(rewards_B, group_sizes)
+    spread = centred_B.std() if centred_B.numel() > 1 else centred_B.new_zeros(())
+    return (centred_B - centred_B.mean()) / (spread + eps)
+
+
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {
+    "grpo": grpo_advantages,
+    "dr_grpo": partial(grpo_advantages, scale=False),
+    "rloo": rloo_advantages,
+    "reinforce_pp": reinforce_pp_advantages,
+}
+
+
+def tree_advantages(
+    rewards: list[float],
+    parents: list[int | None],
+    branch_at: list[int],
+    lengths: list[int],
+    scale: bool = True,
+    eps: float = 1e-4,
+) -> tuple[list[list[float]], list[list[int]]]:
+    """Per-token advantages and loss masks for ONE group of tree rollouts (segment-level credit in
+    the spirit of TreeRL, Hou et al. 2025, and TreePO, Li et al. 2025).
+
+    Roots (parent None) are the ordinary samples of the group. Branch i continues root
+    ``parents[i]`` differently after their first ``branch_at[i]`` shared tokens; all branches of one
+    root share that point k_j. With S_j = root j and its branches, V_j = mean reward over S_j and
+    b = mean over roots of V_j:
+    - root j's tokens before k_j get V_j - b (the prefix is judged by all continuations of it);
+    - every token of S_j from k_j on gets (own reward - V_j) (siblings are each other's baseline);
+    - a branch's first k_j tokens get mask 0 and advantage 0: the shared prefix is trained once,
+      through its root. A root without branches gets r_j - b on every token.
+    With ``scale`` everything is divided by (std of the group's rewards + eps). The masks cover the
+    tree only; multiply them with each sample's own loss mask (observation tokens).
+    """
+    n = len(rewards)
+    if not len(parents) == len(branch_at) == len(lengths) == n:
+        raise ValueError("rewards, parents, branch_at and lengths must have one entry per sample")
+    branch_point: dict[int, int] = {}
+    subtree = {j: [j] for j, p in enumerate(parents) if p is None}
+    for i, p in enumerate(parents):
+        if p is None:
+            continue
+        if p not in subtree:
+            raise ValueError(f"sample {i}: parent {p} is not a root of the group (trees are one level deep)")
+        if branch_point.setdefault(p, branch_at[i]) != branch_at[i]:
+            raise ValueError(f"sample {i} branches from root {p} at token {branch_at[i]}, its siblings at {branch_point[p]}")
+        if not 0 <= branch_at[i] <= min(lengths[i], lengths[p]):
+            raise ValueError(f"sample {i}: branch_at {branch_at[i]} lies outside its own or its root's tokens")
+        subtree[p].append(i)
+    value = {j: statistics.mean(rewards[k] for k in members) for j, members in subtree.items()}
+    baseline = statistics.mean(value.values())
+    factor = 1.0 / (statistics.stdev(rewards) + eps) if scale and n > 1 else 1.0
+    advantages, masks = [], []
+    for i, p in enumerate(parents):
+        root = i if p is None else p
+        shared = branch_point.get(root, lengths[i])  # a lone root is all prefix
+        prefix_advantage, prefix_mask = (value[i] - baseline, 1) if p is None else (0.0, 0)
+        suffix_advantage = rewards[i] - value[root]
+        rest = lengths[i] - shared
+        advantages.append([prefix_advantage * factor] * shared + [suffix_advantage * factor] * rest)
+        masks.append([prefix_mask] * shared + [1] * rest)
+    return advantages, masks

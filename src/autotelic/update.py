@@ -1,0 +1,216 @@
+"""From a batch of kept groups to a gradient step: tensors for the configured algorithm's loss.
+
+Policy-gradient algorithms (GRPO and its family) train on every sample with its advantage; DPO
+algorithms train on (chosen, rejected) pairs, from the best and worst sample of each rollout group
+(online) or from a dataset (offline). Micro-batches accumulate to exactly the full-batch gradient:
+every loss is divided by the whole batch's normalizer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from autotelic.algorithms import (
+    ADVANTAGE_ESTIMATORS,
+    AlgorithmSpec,
+    PolicyLossSettings,
+    best_worst_pair,
+    dpo_loss,
+    policy_loss,
+    tree_advantages,
+)
+from autotelic.backends import PolicyBackend
+from autotelic.config import AlgorithmConfig
+from autotelic.types import Group
+
+
+def _pad(rows: list[list[float]], width: int) -> torch.Tensor:
+    out = torch.zeros(len(rows), width)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=out.dtype)
+    return out
+
+
+def loss_settings(spec: AlgorithmSpec, algo: AlgorithmConfig) -> PolicyLossSettings:
+    """The algorithm's own switches, with the config's explicit values winning."""
+    return PolicyLossSettings(
+        clip_low=spec.clip_low if algo.clip_low is None else algo.clip_low,
+        clip_high=spec.clip_high if algo.clip_high is None else algo.clip_high,
+        ratio_level=spec.ratio_level,
+        loss_agg=spec.loss_agg if algo.loss_agg is None else algo.loss_agg,
+        beta=algo.beta, kl_estimator=algo.kl_estimator, is_cap=algo.is_cap,
+    )
+
+
+@dataclass
+class _Targets:
+    """Per-sample advantages (a number, or one per token for trees) and loss masks."""
+
+    advantages: list[float | list[float]]
+    masks: list[list[int]]
+
+
+def _targets(groups: list[Group], spec: AlgorithmSpec) -> _Targets:
+    samples = [s for g in groups for s in g.samples]
+    masks = [s.loss_mask() for s in samples]
+    if any(s.parent is not None for s in samples):  # tree rollouts: credit per segment
+        advantages: list[float | list[float]] = []
+        tree_masks = []
+        for group in groups:
+            per_token, mask = tree_advantages(
+                group.rewards, [s.parent for s in group.samples], [s.branch_at for s in group.samples],
+                [len(s.token_ids) for s in group.samples], scale=spec.advantage != "dr_grpo")
+            advantages.extend(per_token)
+            tree_masks.extend(mask)
+        masks = [[a * b for a, b in zip(own, tree)] for own, tree in zip(masks, tree_masks)]
+        return _Targets(advantages, masks)
+    rewards_B = torch.tensor([r for g in groups for r in g.rewards])
+    sizes = [len(g.samples) for g in groups]
+    return _Targets(ADVANTAGE_ESTIMATORS[spec.advantage](rewards_B, sizes).tolist(), masks)
+
+
+def _normalizer(masks: list[list[int]], loss_agg: str, max_new_tokens: int) -> float:
+    if loss_agg == "token-mean":
+        return float(max(1, sum(map(sum, masks))))
+    if loss_agg == "seq-mean-token-mean":
+        return float(max(1, len(masks)))
+    return float(max(1, len(masks)) * max_new_tokens)  # seq-mean-token-sum-norm
+
+
+def _chunks(groups: list[Group], size: int) -> list[list[Group]]:
+    return [groups[i:i + size] for i in range(0, len(groups), size)]
+
+
+def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: AlgorithmSpec, algo: AlgorithmConfig,
+                           temperature: float, max_new_tokens: int) -> dict[str, float]:
+    settings = loss_settings(spec, algo)
+    targets = _targets(groups, spec)
+    normalizer = _normalizer(targets.masks, settings.loss_agg, max_new_tokens)
+    decoupled = algo.off_policy == "decoupled"
+    proximal: dict[int, torch.Tensor] = {}  # chunk -> log-probs before this batch's first update
+    totals: dict[str, float] = defaultdict(float)
+    for _ in range(algo.updates_per_batch):
+        offset = 0
+        for c, chunk in enumerate(_chunks(groups, algo.micro_batch_groups)):
+            samples = [s for g in chunk for s in g.samples]
+            count = len(samples)
+            prompts, completions = [g.prompt_ids for g in chunk], [s.token_ids for s in samples]
+            sizes = [len(g.samples) for g in chunk]
+            logprobs_BT, pad_mask_BT = policy.completion_logprobs(prompts, completions, sizes, temperature)
+            width = logprobs_BT.shape[1]
+            mask_BT = pad_mask_BT * _pad(targets.masks[offset:offset + count], width)
+            sampled_BT = _pad([s.logprobs for s in samples], width)
+            chunk_advantages = targets.advantages[offset:offset + count]
+            if isinstance(chunk_advantages[0], list):
+                advantages = _pad(chunk_advantages, width)
+            else:
+                advantages = torch.tensor(chunk_advantages)
+            offset += count
+            ref_BT = None
+            if settings.beta > 0:
+                ref_BT, _ = policy.completion_logprobs(prompts, completions, sizes, temperature, reference=True)
+            if decoupled:
+                old_BT = proximal.setdefault(c, logprobs_BT.detach())
+                loss, stats = policy_loss(logprobs_BT, old_BT, advantages, mask_BT, settings, ref_BT,
+                                          behaviour_logprobs_BT=sampled_BT, normalizer=normalizer)
+            else:
+                loss, stats = policy_loss(logprobs_BT, sampled_BT, advantages, mask_BT, settings, ref_BT,
+                                          normalizer=normalizer)
+            _backward(loss, policy)
+            totals["train/loss"] += loss.item() / algo.updates_per_batch
+            for key, value in stats.items():
+                totals[f"train/{key}"] += value * len(chunk) / len(groups) / algo.updates_per_batch
+        totals.update({f"train/{k}": v for k, v in policy.optimizer_step().items()})
+    totals["train/trained_tokens"] = float(sum(map(sum, targets.masks)))
+    return dict(totals)
+
+
+def _backward(loss: torch.Tensor, policy: PolicyBackend) -> None:
+    if not torch.isfinite(loss):
+        policy.zero_grad()
+        raise FloatingPointError(f"loss is {loss.item()}; update skipped")
+    loss.backward()
+
+
+@dataclass
+class PreferencePair:
+    prompt_ids: list[int]
+    chosen: list[int]
+    rejected: list[int]
+    chosen_mask: list[int] | None = None  # observation tokens of episodes are not the policy's choice
+    rejected_mask: list[int] | None = None
+
+
+def rollout_pairs(groups: list[Group]) -> list[PreferencePair]:
+    """Online DPO: the best and the worst sample of each group whose rewards differ."""
+    pairs = []
+    for group in groups:
+        picked = best_worst_pair(group.rewards)
+        if picked is not None:
+            best, worst = (group.samples[i] for i in picked)
+            pairs.append(PreferencePair(group.prompt_ids, best.token_ids, worst.token_ids,
+                                        best.loss_mask(), worst.loss_mask()))
+    return pairs
+
+
+def _sequence_logprobs(policy: PolicyBackend, pairs: list[PreferencePair], reference: bool) -> torch.Tensor:
+    """(2P,) summed log-probs: chosen and rejected of each pair, sharing the prompt's forward."""
+    completions = [c for p in pairs for c in (p.chosen, p.rejected)]
+    own_masks = [m if m is not None else [1] * len(c) for p in pairs
+                 for c, m in ((p.chosen, p.chosen_mask), (p.rejected, p.rejected_mask))]
+    logprobs_BT, mask_BT = policy.completion_logprobs([p.prompt_ids for p in pairs], completions, 2, 1.0,
+                                                      reference=reference)
+    return (logprobs_BT * mask_BT * _pad(own_masks, logprobs_BT.shape[1])).sum(1)
+
+
+def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: AlgorithmConfig) -> dict[str, float]:
+    totals: dict[str, float] = defaultdict(float)
+    if not pairs:
+        return {"train/pairs": 0.0}
+    for _ in range(algo.updates_per_batch):
+        for chunk in [pairs[i:i + algo.micro_batch_groups] for i in range(0, len(pairs), algo.micro_batch_groups)]:
+            with torch.no_grad():
+                ref_B2 = _sequence_logprobs(policy, chunk, reference=True).view(-1, 2)
+            policy_B2 = _sequence_logprobs(policy, chunk, reference=False).view(-1, 2)
+            loss, stats = dpo_loss(policy_B2[:, 0], policy_B2[:, 1], ref_B2[:, 0], ref_B2[:, 1], algo.dpo_beta,
+                                   algo.dpo_label_smoothing, normalizer=len(pairs))
+            _backward(loss, policy)
+            totals["train/loss"] += loss.item() / algo.updates_per_batch
+            for key, value in stats.items():
+                totals[f"train/{key}"] += value * len(chunk) / len(pairs) / algo.updates_per_batch
+        totals.update({f"train/{k}": v for k, v in policy.optimizer_step().items()})
+    totals["train/pairs"] = float(len(pairs))
+    return dict(totals)
+
+
+class PairsFileError(ValueError):
+    """A preference dataset that cannot be read, reported with its file and line."""
+
+
+def load_pairs(path: str | Path) -> list[dict[str, str]]:
+    """JSONL rows {"prompt", "chosen", "rejected"} (user message and two assistant replies)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PairsFileError(f"preference dataset not found: {path}")
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise PairsFileError(f"{path}:{number}: not valid JSON ({error.msg})") from error
+        missing = [k for k in ("prompt", "chosen", "rejected") if not isinstance(row, dict) or
+                   not isinstance(row.get(k), str)]
+        if missing:
+            raise PairsFileError(f"{path}:{number}: needs string fields prompt, chosen, rejected; "
+                                 f"missing or not text: {', '.join(missing)}")
+        rows.append(row)
+    if not rows:
+        raise PairsFileError(f"preference dataset {path} holds no pairs")
+    return rows
