@@ -290,6 +290,9 @@ class Trainer:
             metrics["episode/turns"] = sum(s.info["turns"] for s in episodes) / len(episodes)
             metrics["episode/invalid_actions"] = sum(s.info["invalid_actions"] for s in episodes) / len(episodes)
         metrics.update({f"curriculum/share/{arm}": p for arm, p in self.curriculum.mix().items()})
+        pending = getattr(self.pipeline.generator, "pending", None)
+        if pending is not None:  # partial rollouts still paused mid-generation
+            metrics["generate/pending_groups"] = float(len(pending))
         self.state.completion_tokens += tokens
         self.state.train_seconds += finished - started
         self._write_rollouts(groups)

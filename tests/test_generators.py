@@ -1,0 +1,101 @@
+"""The Generate stage on the real embedded model: tree, partial and multi-turn episode rollouts.
+
+Each generator must record exactly the tokens and log-probs the model sampled, so the loss's
+importance ratios start at 1: checked by recomputing log-probs with a training forward.
+"""
+
+import pytest
+import torch
+
+from autotelic.backends.hf import HFPolicy
+from autotelic.config import ModelConfig
+from autotelic.envs import make_env_factory
+from autotelic.rollout.generate import (
+    EpisodeSampler,
+    PartialRolloutSampler,
+    TreeSampler,
+)
+from autotelic.tasks import get_family
+from autotelic.types import Task
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def policy(embedded_dir):
+    return HFPolicy(ModelConfig(path=str(embedded_dir)), seed=0)
+
+
+def _tasks(count: int, family: str = "add", level: int = 2) -> list[Task]:
+    import random
+
+    rng = random.Random(3)
+    return [get_family(family).generate(rng, level) for _ in range(count)]
+
+
+def _assert_recorded_logprobs_match(policy, groups, temperature):
+    for group in groups:
+        with torch.no_grad():
+            logprobs, pad = policy.completion_logprobs([group.prompt_ids], [s.token_ids for s in group.samples],
+                                                       [len(group.samples)], temperature)
+        for row, sample in enumerate(group.samples):
+            mask = torch.tensor(sample.loss_mask(), dtype=torch.bool)
+            recomputed = logprobs[row, :len(sample.token_ids)][mask]
+            assert torch.allclose(recomputed, torch.tensor(sample.logprobs)[mask], atol=2e-3)
+
+
+def test_tree_rollouts_branch_from_a_shared_prefix(policy):
+    sampler = TreeSampler(policy, temperature=1.0, branches=2, branch_samples=3)
+    groups = sampler.generate(_tasks(2), 4, 16)
+    for group in groups:
+        roots = [s for s in group.samples if s.parent is None]
+        branches = [s for s in group.samples if s.parent is not None]
+        assert len(roots) == 4 and 0 < len(branches) <= 6 and len(branches) % 3 == 0
+        for branch in branches:
+            root = group.samples[branch.parent]
+            assert branch.parent < 2 and 1 <= branch.branch_at < len(root.token_ids)
+            assert branch.token_ids[:branch.branch_at] == root.token_ids[:branch.branch_at]
+            assert len(branch.token_ids) <= 16
+    _assert_recorded_logprobs_match(policy, groups, 1.0)
+
+
+def test_partial_rollouts_pause_and_resume_under_newer_policy_versions(policy):
+    sampler = PartialRolloutSampler(policy, temperature=1.0, segment_tokens=4)
+    tasks = _tasks(3, "successor", 3)
+    first = sampler.generate(tasks, 2, 12)
+    assert all(s.finished or len(s.token_ids) == 12 for g in first for s in g.samples)
+    assert sampler.pending, "some samples should need more than one 4-token segment"
+    assert all(len(s.token_ids) <= 4 for p in sampler.pending for s in p.group.samples)
+    version = policy.version
+    policy.version = version + 1  # as after an optimizer step
+    done = list(first)
+    for _ in range(3):
+        done += sampler.generate([], 2, 12)
+    assert not sampler.pending and sorted(g.task.uid for g in done) == sorted(t.uid for t in tasks)
+    resumed = [s for g in done for s in g.samples if s.info.get("segments", 1) > 1]
+    assert resumed and all(s.policy_version == version for s in resumed)  # the oldest token's version
+    assert all(len(s.token_ids) <= 12 for g in done for s in g.samples)
+    _assert_recorded_logprobs_match(policy, done, 1.0)
+    policy.version = version
+
+
+def test_episodes_mask_observations_and_record_the_return(policy):
+    sampler = EpisodeSampler(policy, make_env_factory("guess_number"), temperature=1.0, max_turns=3)
+    tasks = _tasks(2, "guess_number", 1)
+    groups = sampler.generate(tasks, 3, 48)
+    multi_turn = 0
+    for group in groups:
+        for sample in group.samples:
+            mask = sample.loss_mask()
+            assert len(mask) == len(sample.token_ids) == len(sample.logprobs) <= 48
+            observed = [t for t, m in zip(sample.token_ids, mask) if not m]
+            assert 1 <= sample.info["turns"] <= 3
+            assert len(sample.info["observations"]) == sample.info["turns"]
+            if sample.info["turns"] > 1:
+                multi_turn += 1
+                text = policy.tokenizer.decode(observed)
+                assert sample.info["observations"][0] in text and "<|im_start|>user" in text
+            assert sample.info["return"] in (0.0, 1.0)
+            assert all(lp == 0.0 for lp, m in zip(sample.logprobs, mask) if not m)
+    assert multi_turn > 0
+    _assert_recorded_logprobs_match(policy, groups, 1.0)

@@ -1,0 +1,146 @@
+"""Every algorithm and rollout-stage option in a real 2-step run on the embedded model.
+
+Each run must finish, write its per-stage metrics, and show the option's own effect in the numbers
+it logs (rounds of dynamic sampling, masked tree prefixes, replayed groups, preference pairs...).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autotelic.config import load_config
+from autotelic.tasks import get_family
+from autotelic.train import Trainer, TrainingError, new_run_dir
+from autotelic.types import Task
+
+pytestmark = pytest.mark.slow
+
+SMALL = [
+    "train.steps=2", "control.tasks_per_step=3", "generate.group_size=4", "control.max_new_tokens=8",
+    "curriculum.families=[compare, add]", "curriculum.levels=[1, 2]", "eval.levels=[1]", "eval.per_level=1",
+    "eval.max_new_tokens=8", "eval.every=0", "algorithm.lr=1e-3", "model.lora=true", "model.lora_rank=8",
+    "logging.progress=false", "train.max_minutes=null", "train.checkpoint_every=2",
+]
+
+
+def _verifier(row: dict) -> float:
+    task = Task(prompt=row["prompt"], answer=row["answer"], family=row["family"], level=row["level"], uid="")
+    return get_family(row["family"]).score(task, row["completion"])
+
+
+def _run(tmp_path: Path, name: str, options: list[str], steps: int = 2) -> tuple[dict, list[dict], list[dict]]:
+    config = load_config(None, SMALL + options + [f"logging.runs_dir={tmp_path}", f"logging.run_name={name}"])
+    run_dir = new_run_dir(config)
+    summary = Trainer(config, run_dir).run()
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rollouts_file = run_dir / "rollouts.jsonl"  # offline DPO generates nothing
+    rollouts = [json.loads(line) for line in rollouts_file.read_text().splitlines()] if rollouts_file.exists() else []
+    assert summary["steps"] == steps
+    step_rows = [r for r in rows if "reward/mean" in r]
+    assert len(step_rows) == steps
+    for row in step_rows:
+        if "offline_dpo" not in options[0]:
+            assert {"time/generate", "time/filter", "time/control", "time/replay", "time/update",
+                    "generate/samples", "control/completion_tokens", "filter/kept_groups"} <= set(row)
+    return summary, step_rows, rollouts
+
+
+def test_dapo_with_dynamic_sampling_sec_curriculum_overlong_shaping_and_adaptive_sizes(tmp_path):
+    _, steps, rollouts = _run(tmp_path, "dapo", [
+        "algorithm.name=dapo", "filter.dynamic_sampling=true", "filter.max_rounds=3", "curriculum.name=sec",
+        "control.overlong=shaping", "control.overlong_buffer=4", "control.adaptive_group_size=true"])
+    assert any(r["filter/rounds"] > 1 for r in steps) or all(r["filter/kept_groups"] >= 3 for r in steps)
+    for row in steps:
+        assert row["generate/tasks"] >= 3 and "control/overlong_penalty" in row
+        assert any(key.startswith("curriculum/value/") for key in row)
+        if row.get("filter/kept_groups"):
+            assert row["train/clip_fraction"] >= 0 and "train/loss" in row
+    # shaping: a sample cut at 8 tokens scores its verifier reward minus 1
+    cut = [r for r in rollouts if not r["finished"]]
+    assert all(r["reward"] <= 0.0 for r in cut)
+
+
+def test_gspo_on_tree_rollouts_trains_shared_prefixes_once(tmp_path):
+    _, steps, rollouts = _run(tmp_path, "gspo-tree", [
+        "algorithm.name=gspo", "generate.mode=tree", "generate.tree_branches=2", "generate.tree_branch_samples=2",
+        "generate.temperature=1.0", "filter.drop_zero_variance=false"])
+    branches = [r for r in rollouts if "parent" in r]
+    assert branches and all(r["branch_at"] >= 1 for r in branches)
+    for row in steps:
+        assert row["control/mean_group_size"] > 4  # roots plus branches
+        assert row["train/trained_tokens"] < row["control/completion_tokens"]  # branch prefixes masked
+
+
+def test_rloo_partial_rollouts_with_replay_buffer_and_decoupled_correction(tmp_path):
+    _, steps, _ = _run(tmp_path, "rloo-partial", [
+        "algorithm.name=rloo", "generate.mode=partial", "generate.partial_segment_tokens=4", "train.steps=3",
+        "replay.name=buffer", "replay.replay_groups=2", "algorithm.off_policy=decoupled",
+        "filter.drop_zero_variance=false", "control.max_new_tokens=8"], steps=3)
+    # 8-token answers take two 4-token segments: step 1 only starts them, step 2 finishes them
+    assert steps[0]["generate/pending_groups"] > 0
+    assert steps[1]["generate/tasks"] > 0
+    assert steps[2]["replay/replayed_groups"] >= 1 and steps[2]["replay/mean_staleness"] >= 1
+    assert "train/is_weight_mean" in steps[2]
+
+
+def test_reinforce_pp_on_multi_turn_episodes_with_the_environment_return(tmp_path):
+    _, steps, rollouts = _run(tmp_path, "episodes", [
+        "algorithm.name=reinforce_pp", "generate.mode=episode", "generate.env=guess_number",
+        "curriculum.families=[guess_number]", "control.max_turns=3", "control.max_new_tokens=40",
+        "eval.max_new_tokens=8", "filter.rewards=[{name: env}]", "filter.drop_zero_variance=false",
+        "generate.temperature=1.0"])
+    assert all(r["turns"] >= 1 and len(r["observations"]) == r["turns"] for r in rollouts)
+    assert any(r["turns"] > 1 for r in rollouts)
+    for row in steps:
+        assert 1 <= row["episode/turns"] <= 3
+        assert row["train/trained_tokens"] < row["control/completion_tokens"]  # observations masked
+
+
+def test_online_dpo_on_an_eva_prompt_pool(tmp_path):
+    _, steps, _ = _run(tmp_path, "online-dpo", [
+        "algorithm.name=online_dpo", "curriculum.name=regret", "curriculum.pool_size=12", "curriculum.metric=regret",
+        "generate.temperature=1.0"])
+    for row in steps:
+        assert row["curriculum/pool_size"] == 12
+        assert row.get("train/pairs", 0) == row["filter/kept_groups"]  # a kept group has distinct rewards: one pair
+
+
+def test_offline_dpo_from_a_pairs_file_learns_the_preference(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"prompt": f"What is {a} + 1? Reply with only the number.", "chosen": str(a + 1), "rejected": str(a + 7)}
+            for a in range(10)]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, steps, _ = _run(tmp_path, "offline-dpo", [
+        "algorithm.name=offline_dpo", f"algorithm.dataset={pairs}", "control.tasks_per_step=5", "train.steps=2",
+        "algorithm.dpo_beta=0.5"])
+    assert [r["train/pairs"] for r in steps] == [5, 5]
+    assert steps[0]["train/reward_margin"] == pytest.approx(0.0, abs=1e-4)  # policy == reference at first
+    assert steps[1]["train/reward_margin"] > 0  # after one update, chosen answers gained on rejected ones
+
+
+def test_dr_grpo_with_summed_rewards_and_rest_selection(tmp_path):
+    _, steps, rollouts = _run(tmp_path, "dr-grpo", [
+        "algorithm.name=dr_grpo", "filter.rewards=[{name: verifier}, {name: length, weight: 0.5, options: {max_chars: 2}}]",
+        "filter.min_reward_std=0.05", "filter.keep_top_fraction=0.5", "filter.drop_zero_variance=false",
+        "generate.temperature=1.0", "control.tasks_per_step=4"])
+    for row in rollouts:
+        excess = max(0, len(row["completion"]) - 2)
+        expected = _verifier(row) + 0.5 * -min(1.0, excess / 2)
+        assert row["reward"] == pytest.approx(expected)
+    assert all(r["filter"] in ("kept", "low_std", "low_value") for r in rollouts)
+    kept = {r["prompt"] for r in rollouts if r["kept"]}
+    assert all(len(kept & {r["prompt"] for r in rollouts if r["step"] == s}) <= 2 for s in (1, 2))
+
+
+def test_bad_combinations_are_named_before_the_model_loads(tmp_path):
+    for options, message in [
+        (["generate.mode=tree", "algorithm.name=rloo"], "generate.mode=tree"),
+        (["generate.mode=episode"], "needs generate.env"),
+        (["algorithm.name=offline_dpo"], "needs algorithm.dataset"),
+        (["algorithm.name=ppo"], "unknown algorithm.name 'ppo'"),
+        (["generate.mode=partial", "control.early_exit_probe=2"], "early_exit_probe"),
+    ]:
+        config = load_config(None, SMALL + options + [f"logging.runs_dir={tmp_path}"])
+        with pytest.raises(TrainingError, match=message):
+            Trainer(config, tmp_path / "x")
