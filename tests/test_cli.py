@@ -56,3 +56,43 @@ def test_resume_and_eval_of_non_runs(tmp_path):
     (tmp_path / "config.yaml").write_text(json.dumps({}))
     assert "has no exported model yet" in _error(["eval", str(tmp_path)])
     assert "has no checkpoint to export" in _error(["export", str(tmp_path)])
+
+
+def test_bad_pipeline_settings_are_named(tmp_path):
+    runs = f"logging.runs_dir={tmp_path}"
+    assert "unknown reward 'vibes' in filter.rewards; valid:" in _error(["run", "filter.rewards=[{name: vibes}]", runs])
+    assert "config key 'control.overlong' must be one of none, shaping, mask" in _error(
+        ["run", "control.overlong=cut", runs])
+    assert "unknown environment 'chess'" in _error(
+        ["run", "generate.mode=episode", "generate.env=chess", "curriculum.families=[guess_number]", runs])
+
+
+def test_bad_preference_datasets_name_file_and_line(tmp_path):
+    runs = f"logging.runs_dir={tmp_path}"
+    assert "preference dataset not found" in _error(
+        ["run", "algorithm.name=offline_dpo", f"algorithm.dataset={tmp_path / 'none.jsonl'}", runs])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\n{"prompt": "p", "chosen": "a"}\n')
+    assert f"{bad}:2: needs string fields prompt, chosen, rejected; missing or not text: rejected" in _error(
+        ["run", "algorithm.name=offline_dpo", f"algorithm.dataset={bad}", runs])
+    bad.write_text("{not json\n")
+    assert f"{bad}:1: not valid JSON" in _error(["run", "algorithm.name=offline_dpo", f"algorithm.dataset={bad}", runs])
+
+
+def test_pairs_from_a_runs_rollouts(tmp_path):
+    rows = [
+        {"step": 1, "prompt": "q1", "completion": "right", "reward": 1.0},
+        {"step": 1, "prompt": "q1", "completion": "wrong", "reward": 0.0},
+        {"step": 1, "prompt": "q1", "completion": "also right", "reward": 1.0},
+        {"step": 1, "prompt": "q2", "completion": "same", "reward": 0.0},
+        {"step": 1, "prompt": "q2", "completion": "same again", "reward": 0.0},
+        {"step": 2, "prompt": "q1", "completion": "meh", "reward": 0.5},
+        {"step": 2, "prompt": "q1", "completion": "bad", "reward": -1.0},
+    ]
+    (tmp_path / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = runner.invoke(app, ["pairs", str(tmp_path), "--out", str(tmp_path / "pairs.jsonl")])
+    assert result.exit_code == 0 and "2 pairs from 7 rollouts" in result.output, result.output
+    written = [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]
+    assert written == [{"prompt": "q1", "chosen": "right", "rejected": "wrong"},
+                       {"prompt": "q1", "chosen": "meh", "rejected": "bad"}]
+    assert "has no rollouts.jsonl" in _error(["pairs", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")])

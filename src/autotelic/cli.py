@@ -1,4 +1,4 @@
-"""Command line: ``autotelic run | resume | eval | export``. The only module that knows every part."""
+"""Command line: ``autotelic run | resume | eval | export | pairs``. The only module that knows every part."""
 
 from __future__ import annotations
 
@@ -117,6 +117,20 @@ def export(run_dir: Path, out: Optional[Path] = typer.Option(None, help="Destina
     except USER_ERRORS as error:
         _fail(error)
     typer.echo(f"exported {checkpoint.name} to {destination}")
+
+
+@app.command()
+def pairs(run_dir: Path, out: Path = typer.Option(..., "--out", "-o", help="JSONL file to write.")) -> None:
+    """Preference pairs (best vs worst completion per prompt and step) from a run's rollouts, for offline DPO."""
+    from autotelic.update import pairs_from_rollouts
+
+    path = run_dir / "rollouts.jsonl"
+    if not path.is_file():
+        _fail(TrainingError(f"{run_dir} has no rollouts.jsonl"))
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    found = pairs_from_rollouts(rows)
+    out.write_text("".join(json.dumps(p) + "\n" for p in found))
+    typer.echo(f"{len(found)} pairs from {len(rows)} rollouts written to {out}")
 
 
 def main() -> None:

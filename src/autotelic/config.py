@@ -320,7 +320,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     for text in overrides:
         key, value = parse_override(text)
         _set_dotted(data, key, value)
-    return _build(RunConfig, data)
+    config = _build(RunConfig, data)
+    dataset = config.algorithm.dataset
+    if path is not None and dataset is not None and not Path(dataset).is_absolute():
+        beside_recipe = path.parent / dataset  # recipes name their data files relative to themselves
+        if beside_recipe.is_file():
+            config.algorithm.dataset = str(beside_recipe.resolve())
+    return config
 
 
 def save_config(config: RunConfig, path: Path) -> None:

@@ -32,7 +32,7 @@ from autotelic.envs import make_env_factory
 from autotelic.evaluate import EvalResult, evaluate, heldout_tasks
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
-from autotelic.rewards import build_reward
+from autotelic.rewards import build_reward, reward_names
 from autotelic.rollout.control import Budget
 from autotelic.rollout.filter import (
     GroupFilter,
@@ -105,6 +105,9 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         problems.append("generate.mode=episode needs generate.env (e.g. guess_number)")
     if spec.name == "offline_dpo" and config.algorithm.dataset is None:
         problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
+    known_rewards = [*reward_names(), "env"]
+    problems += [f"unknown reward '{r.name}' in filter.rewards; valid: {', '.join(known_rewards)}"
+                 for r in config.filter.rewards if r.name not in known_rewards]
     if problems:
         raise TrainingError("; ".join(problems))
 
@@ -137,7 +140,11 @@ def build_scorer(config: RunConfig, policy: HFPolicy) -> Scorer:
                 backend = policy
             else:
                 backend = judges.setdefault(model, HFPolicy(ModelConfig(path=model, threads=config.model.threads)))
-        parts.append((completion_scorer(build_reward(spec.name, options, judge_backend=backend)), spec.weight))
+        try:
+            reward = build_reward(spec.name, options, judge_backend=backend)
+        except ValueError as error:
+            raise TrainingError(f"filter.rewards: {error}") from None
+        parts.append((completion_scorer(reward), spec.weight))
     if not parts:
         raise TrainingError("filter.rewards is empty: name at least one reward (e.g. verifier)")
     return weighted_scorer(parts)

@@ -188,6 +188,22 @@ def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: Algorit
     return dict(totals)
 
 
+def pairs_from_rollouts(rows: list[dict]) -> list[dict[str, str]]:
+    """Offline preference data from a run's rollouts.jsonl: per (step, prompt), the best and the worst
+    completion, where their rewards differ. The run's own rewards are the only labels."""
+    groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    for row in rows:
+        if row.get("reward") is not None:
+            groups[(row["step"], row["prompt"])].append(row)
+    pairs = []
+    for (_, prompt), members in groups.items():
+        picked = best_worst_pair([m["reward"] for m in members])
+        if picked is not None:
+            best, worst = (members[i] for i in picked)
+            pairs.append({"prompt": prompt, "chosen": best["completion"], "rejected": worst["completion"]})
+    return pairs
+
+
 class PairsFileError(ValueError):
     """A preference dataset that cannot be read, reported with its file and line."""
 

@@ -1,4 +1,4 @@
-"""report.html: reward, held-out accuracy and curriculum over time, as embedded matplotlib PNGs."""
+"""report.html: reward, held-out accuracy, curriculum and the rollout stages over time, as embedded PNGs."""
 
 from __future__ import annotations
 
@@ -82,6 +82,28 @@ def _curriculum_plot(rows: list[dict[str, Any]]) -> str:
     return _png(fig)
 
 
+STAGES = ("generate", "filter", "control", "replay", "update")
+
+
+def _stages_plot(rows: list[dict[str, Any]]) -> str:
+    """Left: seconds per step in each rollout stage and the update; right: groups kept and dropped (by reason)."""
+    steps_rows = [r for r in rows if "reward/mean" in r]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4))
+    if steps_rows:
+        steps = [r["step"] for r in steps_rows]
+        left.stackplot(steps, *[[r.get(f"time/{stage}", 0.0) for r in steps_rows] for stage in STAGES],
+                       labels=list(STAGES))
+        left.legend(fontsize=7, loc="upper left")
+        reasons = sorted({k for r in steps_rows for k in r if k.startswith("filter/dropped_")})
+        right.stackplot(steps, [r.get("filter/kept_groups", 0.0) for r in steps_rows],
+                        *[[r.get(k, 0.0) for r in steps_rows] for k in reasons],
+                        labels=["kept"] + [k[len("filter/dropped_"):] for k in reasons])
+        right.legend(fontsize=7, loc="upper left")
+    left.set_xlabel("step"), left.set_ylabel("seconds"), left.set_title("Time per stage")
+    right.set_xlabel("step"), right.set_ylabel("groups"), right.set_title("Filter: kept and dropped groups")
+    return _png(fig)
+
+
 def _table(before: dict[str, Any], after: dict[str, Any], key: str) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{before[key].get(name, 0):.1%}</td><td>{after[key].get(name, 0):.1%}</td></tr>"
@@ -94,7 +116,7 @@ def write_report(run_dir: Path) -> Path:
     rows = _read_jsonl(run_dir / "metrics.jsonl")
     summary = json.loads((run_dir / "summary.json").read_text())
     before, after = summary["eval_before"], summary["eval_after"]
-    images = [_reward_plot(rows), _accuracy_plot(summary["evals"]), _curriculum_plot(rows)]
+    images = [_reward_plot(rows), _accuracy_plot(summary["evals"]), _curriculum_plot(rows), _stages_plot(rows)]
     body = "".join(f'<img src="data:image/png;base64,{image}">' for image in images)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>autotelic run {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}} img{{display:block;margin:1em 0}}
