@@ -8,11 +8,12 @@ high so time is what binds):
             over family x level;
 - pipeline: GRPO with DAPO dynamic sampling (zero-variance groups dropped, the batch refilled) and
             the Self-Evolving-Curriculum bandit over family x level.
-By default the arms run side by side with one thread each, so they see the same machine load.
-Prints both held-out accuracies and, last, ``gain_points=X`` (pipeline minus plain, in points).
+The arms run one after the other with every core (``--parallel``: side by side, one thread each,
+about a third of the compute per arm). Prints both held-out accuracies and, last,
+``gain_points=X`` (pipeline minus plain, in points).
 
-    python bench/ablate_pipeline.py                 # 10 training minutes per arm, ~13 min in all
-    python bench/ablate_pipeline.py --minutes 4     # quicker, noisier
+    python bench/ablate_pipeline.py                 # 12 training minutes per arm, ~28 min in all
+    python bench/ablate_pipeline.py --minutes 6     # quicker, noisier
 """
 
 from __future__ import annotations
@@ -41,21 +42,22 @@ def launch(name: str, overrides: list[str], runs_dir: Path, minutes: float, thre
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=10.0, help="training minutes per arm")
-    parser.add_argument("--sequential", action="store_true", help="one arm after the other, all cores each")
+    parser.add_argument("--minutes", type=float, default=12.0, help="training minutes per arm")
+    parser.add_argument("--parallel", action="store_true", help="both arms at once, one thread each")
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep the two runs here")
     args = parser.parse_args()
     runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="ablate-"))
     runs_dir.mkdir(parents=True, exist_ok=True)
-    if args.sequential:
-        for name, overrides in ARMS.items():
-            if launch(name, overrides, runs_dir, args.minutes, threads=None).wait() != 0:
-                sys.exit(f"arm {name} failed: see {runs_dir / (name + '.log')}")
-    else:
+    if args.parallel:
         processes = {name: launch(name, overrides, runs_dir, args.minutes, threads=1) for name, overrides in ARMS.items()}
-        for name, process in processes.items():
-            if process.wait() != 0:
-                sys.exit(f"arm {name} failed: see {runs_dir / (name + '.log')}")
+    else:
+        processes = {}
+        for name, overrides in ARMS.items():
+            processes[name] = launch(name, overrides, runs_dir, args.minutes, threads=None)
+            processes[name].wait()
+    for name, process in processes.items():
+        if process.wait() != 0:
+            sys.exit(f"arm {name} failed: see {runs_dir / (name + '.log')}")
     results = {}
     for name in ARMS:
         summary = json.loads((runs_dir / name / "summary.json").read_text())

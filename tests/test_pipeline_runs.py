@@ -133,6 +133,28 @@ def test_dr_grpo_with_summed_rewards_and_rest_selection(tmp_path):
     assert all(len(kept & {r["prompt"] for r in rollouts if r["step"] == s}) <= 2 for s in (1, 2))
 
 
+def test_label_free_rewards_majority_vote_and_the_policy_as_judge(tmp_path):
+    _, steps, rollouts = _run(tmp_path, "judge", [
+        "filter.rewards=[{name: majority_vote, weight: 0.5}, {name: judge, weight: 0.5, options: {model: policy}}]",
+        "filter.drop_zero_variance=false", "generate.temperature=1.0"])
+    for row in rollouts:
+        if row["filter"] == "unscorable":  # the 135M judge did not write a grade for some sample
+            continue
+        assert row["reward"] is not None and -1e-9 <= row["reward"] <= 1.0 + 1e-9
+        judge_part = row["reward"] - 0.5 * _majority(rollouts, row)
+        assert 0.0 - 1e-6 <= judge_part <= 0.5 + 1e-6
+    assert sum(r["filter"] != "unscorable" for r in rollouts) > 0
+
+
+def _majority(rollouts: list[dict], row: dict) -> float:
+    """1 when the row's answer is its group's majority answer (the vote's own extractor and tie rule)."""
+    from autotelic.rewards.majority import default_extract, majority_answer
+
+    group = [r["completion"] for r in rollouts if r["step"] == row["step"] and r["prompt"] == row["prompt"]]
+    winner, _ = majority_answer([default_extract(c) for c in group])
+    return float(winner is not None and default_extract(row["completion"]) == winner)
+
+
 def test_bad_combinations_are_named_before_the_model_loads(tmp_path):
     for options, message in [
         (["generate.mode=tree", "algorithm.name=rloo"], "generate.mode=tree"),
@@ -144,3 +166,16 @@ def test_bad_combinations_are_named_before_the_model_loads(tmp_path):
         config = load_config(None, SMALL + options + [f"logging.runs_dir={tmp_path}"])
         with pytest.raises(TrainingError, match=message):
             Trainer(config, tmp_path / "x")
+
+
+RECIPES = sorted((Path(__file__).parent.parent / "recipes").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
+def test_every_recipe_runs_a_step(recipe, tmp_path):
+    """Each shipped recipe, shrunk to one small step, runs end to end as written."""
+    shrink = ["train.steps=1", "control.tasks_per_step=2", "eval.per_level=1", "eval.levels=[1]", "eval.every=0",
+              "logging.progress=false", "train.max_minutes=null", f"logging.runs_dir={tmp_path}", "logging.run_name=r"]
+    config = load_config(recipe, shrink)
+    summary = Trainer(config, new_run_dir(config)).run()
+    assert summary["steps"] == 1 and (tmp_path / "r" / "report.html").is_file()

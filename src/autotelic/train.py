@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import random
 import time
 from collections import defaultdict
@@ -103,6 +104,8 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         problems.append(f"control.early_exit_probe works with generate.mode sample or episode, not {mode}")
     if mode == "episode" and config.generate.env is None:
         problems.append("generate.mode=episode needs generate.env (e.g. guess_number)")
+    if config.generate.env is not None:
+        make_env_factory(config.generate.env)  # an unknown name stops here, with the known ones listed
     if spec.name == "offline_dpo" and config.algorithm.dataset is None:
         problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
     known_rewards = [*reward_names(), "env"]
@@ -331,7 +334,8 @@ class Trainer:
         limit = self.config.logging.rollouts_per_step
         rows = [
             {"step": self.state.step + 1, "family": g.task.family, "level": g.task.level, "prompt": g.task.prompt,
-             "answer": g.task.answer, "completion": s.text, "reward": s.reward, "finished": s.finished,
+             "answer": g.task.answer, "completion": s.text, "finished": s.finished,
+             "reward": s.reward if s.reward is not None and math.isfinite(s.reward) else None,
              "kept": g.kept, "filter": g.dropped_by or "kept", "policy_version": s.policy_version,
              **({"parent": s.parent, "branch_at": s.branch_at} if s.parent is not None else {}),
              **({"turns": s.info["turns"], "observations": s.info["observations"]} if "turns" in s.info else {})}

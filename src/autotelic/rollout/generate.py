@@ -52,13 +52,19 @@ class PolicySampler:
     greedy: bool = False
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
+        return self.generate_with_completions(tasks, sizes, max_new_tokens)[0]
+
+    def generate_with_completions(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int,
+                                  ) -> tuple[list[Group], list[list[Completion]]]:
+        """The groups, and the backend's completions behind them (with per-step entropies)."""
         if not tasks:
-            return []
+            return [], []
         prompts = [self.policy.encode_prompt(task.prompt) for task in tasks]
         outputs = self.policy.generate(prompts, _sizes(sizes, len(tasks)), max_new_tokens, self.temperature,
                                        self.top_p, greedy=self.greedy)
-        return [Group(task=task, prompt_ids=prompt, samples=[_sample(self.policy, c) for c in completions])
-                for task, prompt, completions in zip(tasks, prompts, outputs)]
+        groups = [Group(task=task, prompt_ids=prompt, samples=[_sample(self.policy, c) for c in completions])
+                  for task, prompt, completions in zip(tasks, prompts, outputs)]
+        return groups, outputs
 
 
 def branch_point(entropies: list[float]) -> int | None:
@@ -81,18 +87,12 @@ class TreeSampler:
     branch_samples: int = 2
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
-        groups, entropies = [], []
-        if tasks:  # PolicySampler would drop the entropies branching needs
-            prompts = [self.policy.encode_prompt(task.prompt) for task in tasks]
-            outputs = self.policy.generate(prompts, _sizes(sizes, len(tasks)), max_new_tokens, self.temperature,
-                                           self.top_p)
-            for task, prompt, completions in zip(tasks, prompts, outputs):
-                groups.append(Group(task, prompt, [_sample(self.policy, c) for c in completions]))
-                entropies.append([c.entropies for c in completions])
+        roots = PolicySampler(self.policy, self.temperature, self.top_p)
+        groups, outputs = roots.generate_with_completions(tasks, sizes, max_new_tokens)
         branch_prompts, origins = [], []  # origins: (group index, root index, branch point)
         for g, group in enumerate(groups):
             for r, sample in enumerate(group.samples[:self.branches]):
-                at = branch_point(entropies[g][r])
+                at = branch_point(outputs[g][r].entropies)
                 if at is not None:
                     branch_prompts.append(group.prompt_ids + sample.token_ids[:at])
                     origins.append((g, r, at))
