@@ -82,16 +82,12 @@ def overlong_penalty(length: int, max_new_tokens: int, buffer: int) -> float:
     return -min(1.0, (length - start) / max(1, buffer))
 
 
-def shape_overlong(groups: list[Group], max_new_tokens: int, buffer: int) -> float:
-    """Add the soft overlong penalty to every scored sample's reward; returns the mean penalty."""
-    penalties = []
+def shape_overlong(groups: list[Group], max_new_tokens: int, buffer: int) -> None:
+    """Add the soft overlong penalty to every scored sample's reward."""
     for group in groups:
         for sample in group.samples:
             if sample.reward is not None:
-                penalty = overlong_penalty(len(sample.token_ids), max_new_tokens, buffer)
-                sample.reward += penalty
-                penalties.append(penalty)
-    return sum(penalties) / max(1, len(penalties))
+                sample.reward += overlong_penalty(len(sample.token_ids), max_new_tokens, buffer)
 
 
 def mask_truncated(groups: list[Group]) -> int:

@@ -21,6 +21,7 @@ from autotelic.rollout.control import (
     adaptive_group_sizes,
     decided,
     mask_truncated,
+    overlong_penalty,
     shape_overlong,
 )
 from autotelic.rollout.filter import (
@@ -125,8 +126,7 @@ class RolloutPipeline:
             new = self._generate_and_score(tasks, sizes, metrics)
             started = time.perf_counter()
             if self.overlong == "shaping":
-                metrics["control/overlong_penalty"] += shape_overlong(new, self.budget.max_new_tokens,
-                                                                      self.overlong_buffer) / rounds
+                shape_overlong(new, self.budget.max_new_tokens, self.overlong_buffer)
             apply_filters(new, self.filters)
             started = self._timed("filter", started)
             metrics.update(self.curriculum.observe([g for g in new if g.dropped_by not in UNSCORED]))
@@ -148,6 +148,10 @@ class RolloutPipeline:
         batch, replay_metrics = self.replay.sample(policy_version)
         self._timed("replay", started)
         samples = [s for g in groups for s in g.samples]
+        if self.overlong == "shaping":
+            metrics["control/overlong_penalty"] = sum(
+                overlong_penalty(len(s.token_ids), self.budget.max_new_tokens, self.overlong_buffer) for s in samples
+            ) / max(1, len(samples))
         metrics.update(stats.as_metrics())
         metrics.update(replay_metrics)
         metrics.update({
