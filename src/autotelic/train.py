@@ -299,6 +299,11 @@ class Trainer:
         if episodes:
             metrics["episode/turns"] = sum(s.info["turns"] for s in episodes) / len(episodes)
             metrics["episode/invalid_actions"] = sum(s.info["invalid_actions"] for s in episodes) / len(episodes)
+            calls = sum(s.info.get("env", {}).get("tool_calls", 0) for s in episodes)
+            if calls or any("tool_calls" in s.info.get("env", {}) for s in episodes):
+                successes = sum(s.info["env"].get("tool_successes", 0) for s in episodes)
+                metrics["tools/calls_per_episode"] = calls / len(episodes)
+                metrics["tools/success_rate"] = successes / calls if calls else 0.0
         metrics.update({f"curriculum/share/{arm}": p for arm, p in self.curriculum.mix().items()})
         pending = getattr(self.pipeline.generator, "pending", None)
         if pending is not None:  # partial rollouts still paused mid-generation

@@ -32,8 +32,15 @@ class UnknownEnvironmentError(ValueError):
 def make_env_factory(name: str) -> Callable[[], Environment]:
     """A constructor for fresh environments of ``name`` (one per episode, so episodes share no state)."""
     from autotelic.envs.guess_number import GuessNumberEnv
+    from autotelic.envs.textarena_games import TextArenaSelfPlayEnv
+    from autotelic.envs.tools import calculator_env, python_env
 
-    environments: dict[str, Callable[[], Environment]] = {"guess_number": GuessNumberEnv}
+    environments: dict[str, Callable[[], Environment]] = {
+        "guess_number": GuessNumberEnv,
+        "calculator": calculator_env,  # tool use on arithmetic families (add, rg_chain_sum, ...)
+        "python": python_env,
+        "textarena": TextArenaSelfPlayEnv,  # self-play on the ta_* families
+    }
     if name not in environments:
         raise UnknownEnvironmentError(f"unknown environment '{name}'; available: {', '.join(sorted(environments))}")
     return environments[name]

@@ -32,6 +32,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "format": ("autotelic.rewards.checks", "FormatReward"),
     "length": ("autotelic.rewards.checks", "LengthPenalty"),
     "judge": ("autotelic.rewards.judge", "LLMJudge"),
+    "unit_tests": ("autotelic.rewards.unit_tests", "UnitTestReward"),
 }
 # Constructor arguments that take Python objects (a backend, functions), not config values.
 _NOT_OPTIONS = {"backend", "extract", "similarity"}

@@ -215,6 +215,7 @@ class EpisodeSampler:
                 sample.info["return"] += result.reward
                 sample.info["turns"] += 1
                 sample.info["invalid_actions"] += int(result.info.get("valid") is False)
+                sample.info["env"] = result.info  # the latest step's facts (e.g. running tool-call counts)
                 sample.info["observations"].append(result.observation)
                 sample.finished = ended  # False only when the token cap cut a turn short
                 if result.done or not ended:

@@ -26,11 +26,13 @@ class UnknownFamilyError(ValueError):
 
 
 def get_family(name: str) -> TaskFamily:
+    from autotelic.tasks.code import CODE_FAMILIES
     from autotelic.tasks.games import GAME_FAMILIES
     from autotelic.tasks.numbers import NUMBER_FAMILIES
     from autotelic.tasks.rgym import reasoning_gym_family
+    from autotelic.tasks.textarena_games import TEXTARENA_FAMILIES
 
-    families = {**NUMBER_FAMILIES, **GAME_FAMILIES}
+    families = {**NUMBER_FAMILIES, **GAME_FAMILIES, **CODE_FAMILIES, **TEXTARENA_FAMILIES}
     if name in families:
         return families[name]
     if name.startswith("rg_"):
