@@ -20,24 +20,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from runs import launch  # bench/runs.py: this script's directory is on sys.path
 
 ARMS = {
     "plain": ["curriculum.name=uniform", "filter.drop_zero_variance=false"],
     "pipeline": ["curriculum.name=sec", "filter.drop_zero_variance=true", "filter.dynamic_sampling=true"],
 }
-
-
-def launch(name: str, overrides: list[str], runs_dir: Path, minutes: float, threads: int | None) -> subprocess.Popen:
-    command = [sys.executable, "-m", "autotelic.cli", "run", *overrides, "train.steps=100000",
-               f"train.max_minutes={minutes}", "eval.every=0", "train.checkpoint_every=100000",
-               f"model.threads={threads if threads else 'null'}", "logging.progress=false", f"logging.runs_dir={runs_dir}",
-               f"logging.run_name={name}"]
-    log = (runs_dir / f"{name}.log").open("w")
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
 def main() -> None:

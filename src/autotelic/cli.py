@@ -72,30 +72,68 @@ def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
         _fail(error)
 
 
+def _target(target: str, overrides: list[str]):
+    """(config, policy) for a run directory (its config and exported model) or a plain model directory."""
+    from autotelic.backends.hf import HFPolicy
+
+    path = Path(target)
+    run_config = path / "config.yaml"
+    config = load_config(run_config if run_config.is_file() else None, overrides)
+    model_dir = path / "model" if run_config.is_file() else path
+    if run_config.is_file() and not (model_dir / "config.json").is_file():
+        raise TrainingError(f"{path} has no exported model yet: run `autotelic export {path}` first")
+    policy = HFPolicy(ModelConfig(path=str(model_dir), lora=False, threads=config.model.threads,
+                                  system_prompt=config.model.system_prompt), seed=config.train.seed)
+    return config, policy
+
+
 @app.command("eval")
 def evaluate_command(
     target: str = typer.Argument(..., help="A run directory (its exported model) or a model directory."),
     overrides: Optional[list[str]] = OVERRIDES,
 ) -> None:
-    """Greedy held-out accuracy of a run's final model or of any local model directory."""
+    """Held-out accuracy of a run's final model or of any local model directory; eval.decoding picks
+    greedy, best_of_n or vm_mcts (the last two with eval.value_model and eval.token_budget)."""
     _setup_logging()
-    from autotelic.backends.hf import HFPolicy
     from autotelic.evaluate import evaluate, heldout_tasks
+    from autotelic.value_model import ValueModel
+    from autotelic.vm_mcts import decoding_for
 
     try:
-        path = Path(target)
-        run_config = path / "config.yaml"
-        config = load_config(run_config if run_config.is_file() else None, list(overrides or []))
-        model_dir = path / "model" if run_config.is_file() else path
-        if run_config.is_file() and not (model_dir / "config.json").is_file():
-            raise TrainingError(f"{path} has no exported model yet: run `autotelic export {path}` first")
-        policy = HFPolicy(ModelConfig(path=str(model_dir), lora=False, threads=config.model.threads,
-                                      system_prompt=config.model.system_prompt))
-        tasks = heldout_tasks(config.curriculum.families, config.eval.levels, config.eval.per_level, config.eval.seed)
-        result = evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size)
-    except USER_ERRORS as error:
+        config, policy = _target(target, list(overrides or []))
+        cur, ev = config.curriculum, config.eval
+        tasks = heldout_tasks(cur.families, ev.levels, ev.per_level, ev.seed)
+        value_model = ValueModel.load(config.eval.value_model) if config.eval.value_model else None
+        decoding = decoding_for(config, config.eval.decoding, value_model)
+        result = evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size, decoding)
+    except (*USER_ERRORS, ValueError) as error:
         _fail(error)
     typer.echo(json.dumps(result.summary(), indent=2))
+
+
+@app.command()
+def value(
+    target: str = typer.Argument(..., help="A run directory (its exported model) or a model directory."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for the value model and its training data."),
+    overrides: Optional[list[str]] = OVERRIDES,
+) -> None:
+    """VM-MCTS: label partial responses of training tasks by tree search with scored rollouts, and train
+    a value model on them (then: autotelic eval TARGET eval.decoding=vm_mcts eval.value_model=OUT)."""
+    _setup_logging()
+    from autotelic.evaluate import heldout_tasks
+    from autotelic.rollout.filter import response_scorer
+    from autotelic.train import build_scorer
+    from autotelic.vm_mcts import train_value_model
+
+    try:
+        config, policy = _target(target, list(overrides or []))
+        held_out = heldout_tasks(config.curriculum.families, config.eval.levels, config.eval.per_level,
+                                 config.eval.seed)
+        _, metrics = train_value_model(policy, config, response_scorer(build_scorer(config, policy)),
+                                       {t.uid for t in held_out}, policy.model_dir, out)
+    except (*USER_ERRORS, ValueError) as error:
+        _fail(error)
+    typer.echo(json.dumps(metrics, indent=2))
 
 
 @app.command()

@@ -143,6 +143,15 @@ class CurriculumConfig:
     """regret: informativeness of a prompt (gap, regret, variance, loo, top2)."""
     gate: list[float] | None = None
     """regret: learnability gate, keep prompts whose pass rate lies in [low, high]."""
+    prefix_fraction: float = 0.0
+    """ReST-GRPO: share of each step's tasks that are partial-solution prompts, cut at line ends from
+    the solver's correct answers (0 disables)."""
+    prefix_per_solution: int = 2
+    """ReST-GRPO: prefixes cut from each correct answer."""
+    prefix_decay: float = 0.95
+    """ReST-GRPO: a cut leaving k lines after it is drawn with weight decay**k (later cuts preferred)."""
+    prefix_min_reward: float = 1.0
+    """ReST-GRPO: an answer is cut into prefixes when its reward reaches this."""
 
 
 @dataclass
@@ -189,6 +198,43 @@ class TrainConfig:
 
 
 @dataclass
+class SearchConfig:
+    """Tree search over partial responses, one line per step (VM-MCTS)."""
+
+    children: int = 2
+    """Lines sampled when a node is expanded."""
+    step_tokens: int = 32
+    """Tokens a line may take at most (a step ends at a line end, end of sequence or this cap)."""
+    c_uct: float = 1.0
+    """Exploration weight of UCT."""
+    temperature: float = 0.8
+
+
+@dataclass
+class ValueConfig:
+    """VM-MCTS (ReST-RL): MCTS with test-scored rollouts labels partial responses with their expected
+    reward; a value model learns those labels and then guides search and picks answers at test time."""
+
+    enabled: bool = False
+    """After training: collect MCTS values on training tasks, train the value model (run_dir/value_model)
+    and evaluate the held-out set with every strategy in ``decodings`` too."""
+    tasks: int = 24
+    """Training tasks searched to collect value targets."""
+    iterations: int = 6
+    """MCTS iterations per task while collecting (each expands a leaf and scores each child by a rollout)."""
+    search: SearchConfig = field(default_factory=SearchConfig)
+    base_model: str | None = None
+    """Body of the value model; None uses the trained policy (the run's exported model)."""
+    train_body: bool = False
+    """False: a scalar head on the frozen body's features (minutes on a CPU); True: fine-tune the body too."""
+    epochs: int = 30
+    lr: float = 1e-3
+    batch_size: int = 16
+    decodings: list[str] = field(default_factory=lambda: ["best_of_n", "vm_mcts"])
+    """Decoding strategies evaluated after the value model is trained (greedy is always evaluated)."""
+
+
+@dataclass
 class EvalConfig:
     seed: int = 987_654_321
     """Seed for the held-out set; the trainer's task streams never use it."""
@@ -199,6 +245,17 @@ class EvalConfig:
     every: int = 20
     """Also evaluate every N steps (0: only before and after); each costs ~30 s on 2 cores."""
     batch_size: int = 64
+    decoding: Literal["greedy", "best_of_n", "vm_mcts"] = "greedy"
+    """greedy, best_of_n (samples until the token budget, the best picked by ``select_by``) or vm_mcts
+    (tree search guided by the value model, the best finished answer by value)."""
+    token_budget: int | None = None
+    """Completion tokens per task for best_of_n and vm_mcts; None: 4 x max_new_tokens."""
+    select_by: Literal["value", "verifier"] = "value"
+    """best_of_n: pick by the value model, or by the task's verifier (an oracle upper bound: it reads
+    the hidden tests)."""
+    value_model: str | None = None
+    """Directory of a trained value model (``autotelic value``, or run_dir/value_model)."""
+    search: SearchConfig = field(default_factory=SearchConfig)
 
 
 @dataclass
@@ -225,6 +282,7 @@ class RunConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    value: ValueConfig = field(default_factory=ValueConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 

@@ -1,4 +1,10 @@
-"""Held-out evaluation: greedy accuracy on a fixed task set the trainer never draws from."""
+"""Held-out evaluation on a fixed task set the trainer never draws from.
+
+Decoding strategies, compared at the same completion-token budget per task: ``greedy``;
+``best_of_n`` (samples until the budget is spent, the answer picked by the value model or, as an
+oracle upper bound, by the verifier); ``vm_mcts`` (line-level tree search guided by the value
+model, which also picks the final answer). Each record notes the tokens its task spent.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotelic.backends import PolicyBackend
+from autotelic.config import SearchConfig
 from autotelic.rollout.filter import verifier_reward
 from autotelic.rollout.generate import PolicySampler
+from autotelic.search import ValueEvaluator, best_response, search
 from autotelic.tasks import get_family
 from autotelic.types import Task
+from autotelic.value_model import ValueModel
 
 DRAWS_PER_SLOT = 20
+DECODINGS = ("greedy", "best_of_n", "vm_mcts")
 
 
 def heldout_tasks(families: list[str], levels: list[int], per_level: int, seed: int) -> list[Task]:
@@ -41,9 +51,12 @@ class EvalResult:
     by_family: dict[str, float]
     by_level: dict[str, float]
     records: list[dict[str, Any]] = field(default_factory=list)
+    decoding: str = "greedy"
+    tokens_per_task: float = 0.0
 
     def summary(self) -> dict[str, Any]:
-        return {"accuracy": self.accuracy, "by_family": self.by_family, "by_level": self.by_level}
+        return {"accuracy": self.accuracy, "by_family": self.by_family, "by_level": self.by_level,
+                "decoding": self.decoding, "tokens_per_task": round(self.tokens_per_task, 1)}
 
 
 def _mean_by(records: list[dict[str, Any]], key: str) -> dict[str, float]:
@@ -53,15 +66,86 @@ def _mean_by(records: list[dict[str, Any]], key: str) -> dict[str, float]:
     return {name: sum(v) / len(v) for name, v in sorted(buckets.items())}
 
 
-def evaluate(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, batch_size: int = 64) -> EvalResult:
-    """Greedy decoding, one sample per task, scored by each family's verifier."""
-    sampler = PolicySampler(policy, greedy=True)
+@dataclass
+class Decoding:
+    """How held-out answers are produced: ``greedy``, ``best_of_n`` or ``vm_mcts`` (see EvalConfig)."""
+
+    strategy: str = "greedy"
+    token_budget: int | None = None
+    select_by: str = "value"
+    value_model: ValueModel | None = None
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+    def budget(self, max_new_tokens: int) -> int:
+        return self.token_budget if self.token_budget is not None else 4 * max_new_tokens
+
+    def check(self) -> None:
+        if self.strategy not in DECODINGS:
+            raise ValueError(f"unknown decoding '{self.strategy}'; valid: {', '.join(DECODINGS)}")
+        needs_value = self.strategy == "vm_mcts" or self.strategy == "best_of_n" and self.select_by == "value"
+        if needs_value and self.value_model is None:
+            raise ValueError(f"decoding {self.strategy} (select_by={self.select_by}) needs a value model: set "
+                             "eval.value_model to a directory made by `autotelic value`")
+
+
+def _greedy(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int) -> list[tuple[str, int]]:
+    groups = PolicySampler(policy, greedy=True).generate(tasks, 1, max_new_tokens)
+    return [(g.samples[0].text, len(g.samples[0].token_ids)) for g in groups]
+
+
+def _best_of_n(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, decoding: Decoding,
+               ) -> list[tuple[str, int]]:
+    """Samples, one per task per wave, until each task's token budget is spent; then the best one."""
+    budget = decoding.budget(max_new_tokens)
+    sampler = PolicySampler(policy, temperature=decoding.search.temperature)
+    candidates: list[list[str]] = [[] for _ in tasks]
+    spent = [0] * len(tasks)
+    while True:
+        open_rows = [i for i in range(len(tasks)) if spent[i] < budget]
+        if not open_rows:
+            break
+        for i, group in zip(open_rows, sampler.generate([tasks[i] for i in open_rows], 1, max_new_tokens)):
+            candidates[i].append(group.samples[0].text)
+            spent[i] += len(group.samples[0].token_ids)
+    chosen = []
+    for task, texts in zip(tasks, candidates):
+        if decoding.select_by == "verifier":
+            scores = [verifier_reward(task, text) for text in texts]
+        else:
+            scores = decoding.value_model.predict([(task.prompt, task.full_response(t)) for t in texts])
+        chosen.append(texts[max(range(len(texts)), key=scores.__getitem__)])
+    return list(zip(chosen, spent))
+
+
+def _vm_mcts(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, decoding: Decoding,
+             ) -> list[tuple[str, int]]:
+    cfg = decoding.search
+    budget = decoding.budget(max_new_tokens)
+    trees = search(policy, tasks, ValueEvaluator(policy, decoding.value_model), iterations=budget,
+                   children=cfg.children, step_tokens=cfg.step_tokens, max_new_tokens=max_new_tokens,
+                   temperature=cfg.temperature, c_uct=cfg.c_uct, token_budget=budget)
+    return [(best_response(tree, policy, max_new_tokens), tree.tokens_spent) for tree in trees]
+
+
+def evaluate(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, batch_size: int = 64,
+             decoding: Decoding | None = None) -> EvalResult:
+    """One answer per task, by the decoding strategy (greedy by default), scored by each family's verifier."""
+    decoding = decoding or Decoding()
+    decoding.check()
     records = []
     for start in range(0, len(tasks), batch_size):
-        for group in sampler.generate(tasks[start:start + batch_size], 1, max_new_tokens):
-            completion = group.samples[0].text
-            records.append({"family": group.task.family, "level": group.task.level, "prompt": group.task.prompt,
-                            "answer": group.task.answer, "completion": completion,
-                            "reward": verifier_reward(group.task, completion)})
+        chunk = tasks[start:start + batch_size]
+        if decoding.strategy == "greedy":
+            answers = _greedy(policy, chunk, max_new_tokens)
+        elif decoding.strategy == "best_of_n":
+            answers = _best_of_n(policy, chunk, max_new_tokens, decoding)
+        else:
+            answers = _vm_mcts(policy, chunk, max_new_tokens, decoding)
+        for task, (completion, tokens) in zip(chunk, answers):
+            records.append({"family": task.family, "level": task.level, "prompt": task.prompt,
+                            "answer": task.answer, "completion": completion, "tokens": tokens,
+                            "reward": verifier_reward(task, completion)})
     accuracy = sum(r["reward"] for r in records) / max(1, len(records))
-    return EvalResult(accuracy, _mean_by(records, "family"), _mean_by(records, "level"), records)
+    tokens_per_task = sum(r["tokens"] for r in records) / max(1, len(records))
+    return EvalResult(accuracy, _mean_by(records, "family"), _mean_by(records, "level"), records,
+                      decoding.strategy, tokens_per_task)

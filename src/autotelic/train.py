@@ -28,9 +28,14 @@ from autotelic.algorithms import AlgorithmSpec, get_algorithm
 from autotelic.backends.hf import HFPolicy
 from autotelic.checkpoint import CheckpointWriter, latest_checkpoint, load_checkpoint
 from autotelic.config import ModelConfig, RunConfig, load_config, save_config, to_dict
-from autotelic.curricula import BanditCurriculum, Curriculum, PromptPoolCurriculum
+from autotelic.curricula import (
+    BanditCurriculum,
+    Curriculum,
+    PrefixCurriculum,
+    PromptPoolCurriculum,
+)
 from autotelic.envs import make_env_factory
-from autotelic.evaluate import EvalResult, evaluate, heldout_tasks
+from autotelic.evaluate import DECODINGS, EvalResult, evaluate, heldout_tasks
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rewards import build_reward, reward_names
@@ -43,6 +48,7 @@ from autotelic.rollout.filter import (
     ZeroVarianceFilter,
     completion_scorer,
     env_return,
+    response_scorer,
     weighted_scorer,
 )
 from autotelic.rollout.generate import (
@@ -62,6 +68,7 @@ from autotelic.update import (
     policy_gradient_update,
     rollout_pairs,
 )
+from autotelic.vm_mcts import evaluate_decodings, train_value_model
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +118,8 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     known_rewards = [*reward_names(), "env"]
     problems += [f"unknown reward '{r.name}' in filter.rewards; valid: {', '.join(known_rewards)}"
                  for r in config.filter.rewards if r.name not in known_rewards]
+    problems += [f"unknown decoding '{d}' in value.decodings; valid: {', '.join(DECODINGS)}"
+                 for d in config.value.decodings if d not in DECODINGS]
     if problems:
         raise TrainingError("; ".join(problems))
 
@@ -121,11 +130,16 @@ def build_curriculum(config: RunConfig, exclude: set[str]) -> Curriculum:
                               value="learnability" if cur.name == "regret" else cur.name,
                               temperature=cur.temperature, ema=cur.ema, alpha=cur.ema,
                               prior_pass_rate=cur.prior_pass_rate, decay=cur.decay)
-    if cur.name != "regret":
-        return bandit
-    # eva: a pool of concrete prompts, drawn from the families once, then selected by informativeness
-    gate = tuple(cur.gate) if cur.gate is not None else None
-    return PromptPoolCurriculum(bandit.next_tasks(cur.pool_size), seed=seed, metric=cur.metric, gate=gate)
+    curriculum: Curriculum = bandit
+    if cur.name == "regret":  # eva: a pool of concrete prompts drawn from the families once, then by informativeness
+        gate = tuple(cur.gate) if cur.gate is not None else None
+        curriculum = PromptPoolCurriculum(bandit.next_tasks(cur.pool_size), seed=seed, metric=cur.metric, gate=gate)
+    if cur.prefix_fraction > 0:
+        if not 0 < cur.prefix_fraction <= 1:
+            raise TrainingError(f"curriculum.prefix_fraction must lie in (0, 1], got {cur.prefix_fraction}")
+        curriculum = PrefixCurriculum(curriculum, cur.prefix_fraction, cur.prefix_per_solution, cur.prefix_decay,
+                                      cur.prefix_min_reward, seed=seed)
+    return curriculum
 
 
 def build_scorer(config: RunConfig, policy: HFPolicy) -> Scorer:
@@ -263,6 +277,19 @@ class Trainer:
                 file.write(json.dumps(record) + "\n")
         return result
 
+    def _value_stage(self, say) -> dict[str, Any]:
+        """VM-MCTS after training: value targets by search, the value model, held-out decodings."""
+        say(f"VM-MCTS: searching {self.config.value.tasks} training tasks for value targets")
+        scorer = response_scorer(self.pipeline.scorer)
+        exclude = {t.uid for t in self.heldout}
+        model, metrics = train_value_model(self.policy, self.config, scorer, exclude, self.run_dir / "model",
+                                           self.run_dir / "value_model")
+        decodings = evaluate_decodings(self.policy, self.heldout, self.config, model, self.run_dir)
+        for strategy, result in decodings.items():
+            say(f"held-out accuracy with {strategy}: {result['accuracy']:.1%} "
+                f"({result['tokens_per_task']:.0f} tokens per task)")
+        return {"metrics": metrics, "decodings": decodings}
+
     # ---- one step --------------------------------------------------------------------------
     def step(self) -> dict[str, float]:
         config = self.config
@@ -339,7 +366,8 @@ class Trainer:
         limit = self.config.logging.rollouts_per_step
         rows = [
             {"step": self.state.step + 1, "family": g.task.family, "level": g.task.level, "prompt": g.task.prompt,
-             "answer": g.task.answer, "completion": s.text, "finished": s.finished,
+             "answer": g.task.answer, **({"response_prefix": g.task.response_prefix} if g.task.response_prefix else {}),
+             "completion": s.text, "finished": s.finished,
              "reward": s.reward if s.reward is not None and math.isfinite(s.reward) else None,
              "kept": g.kept, "filter": g.dropped_by or "kept", "policy_version": s.policy_version,
              **({"parent": s.parent, "branch_at": s.branch_at} if s.parent is not None else {}),
@@ -402,11 +430,13 @@ class Trainer:
             state.wall_seconds += time.perf_counter() - run_started
             self._checkpoint()
             self.checkpoints.wait()
+            value = self._value_stage(say) if config.value.enabled else None  # the trained policy is safe by now
             summary = {
                 "eval_before": state.eval_before, "eval_after": after.summary(), "steps": state.step,
                 "wall_seconds": round(state.wall_seconds, 1), "train_seconds": round(state.train_seconds, 1),
                 "completion_tokens": state.completion_tokens, "heldout_tasks": len(self.heldout),
                 "model_dir": str(self.run_dir / "model"), "evals": state.evals,
+                **({"value": value} if value is not None else {}),
             }
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         finally:

@@ -20,6 +20,12 @@ class Task:
     level: int
     uid: str
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    response_prefix: str = ""
+    """Text the assistant's reply starts with, already written (ReST-GRPO partial-solution prompts):
+    the policy continues it; verifiers score ``response_prefix + completion``."""
+
+    def full_response(self, completion: str) -> str:
+        return self.response_prefix + completion
 
 
 @dataclass

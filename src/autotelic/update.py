@@ -190,17 +190,19 @@ def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: Algorit
 
 def pairs_from_rollouts(rows: list[dict]) -> list[dict[str, str]]:
     """Offline preference data from a run's rollouts.jsonl: per (step, prompt), the best and the worst
-    completion, where their rewards differ. The run's own rewards are the only labels."""
-    groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    completion, where their rewards differ (whole replies: a partial-solution prompt's prefix included).
+    The run's own rewards are the only labels."""
+    groups: dict[tuple[int, str, str], list[dict]] = defaultdict(list)
     for row in rows:
-        if row.get("reward") is not None:
-            groups[(row["step"], row["prompt"])].append(row)
+        if row.get("reward") is not None:  # a partial-solution prompt's group is its own group
+            groups[(row["step"], row["prompt"], row.get("response_prefix", ""))].append(row)
     pairs = []
-    for (_, prompt), members in groups.items():
+    for (_, prompt, prefix), members in groups.items():
         picked = best_worst_pair([m["reward"] for m in members])
         if picked is not None:
             best, worst = (members[i] for i in picked)
-            pairs.append({"prompt": prompt, "chosen": best["completion"], "rejected": worst["completion"]})
+            pairs.append({"prompt": prompt, "chosen": prefix + best["completion"],
+                          "rejected": prefix + worst["completion"]})
     return pairs
 
 

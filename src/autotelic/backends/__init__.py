@@ -24,7 +24,7 @@ class Completion:
 class PolicyBackend(Protocol):
     version: int  # increments on every optimizer step; recorded on samples for staleness
 
-    def encode_prompt(self, user_message: str) -> list[int]: ...
+    def encode_prompt(self, user_message: str, response_prefix: str = "") -> list[int]: ...
 
     def encode_completion(self, text: str) -> list[int]: ...
 
@@ -34,8 +34,12 @@ class PolicyBackend(Protocol):
 
     def generate(
         self, prompts: list[list[int]], n: int | Sequence[int], max_new_tokens: int, temperature: float, top_p: float = 1.0,
-        greedy: bool = False,
+        greedy: bool = False, stop_token_ids: Sequence[int] = (),
     ) -> list[list[Completion]]: ...
+    """``stop_token_ids`` end a completion after that token (e.g. line ends for step-wise search);
+    ``Completion.finished`` stays True only for end-of-sequence tokens."""
+
+    def token_ids_containing(self, text: str) -> list[int]: ...
 
     def completion_logprobs(
         self, prompts: list[list[int]], completions: list[list[int]], n: int | Sequence[int], temperature: float,

@@ -43,6 +43,16 @@ def keep_freed_memory_in_process() -> None:
     libc.mallopt(m_top_pad, 256 * 1024 * 1024)
 
 
+def encode_chat(tokenizer, user_message: str, response_prefix: str = "", system_prompt: str | None = None,
+                ) -> list[int]:
+    """Token ids of a one-message chat up to the assistant's turn, then ``response_prefix``."""
+    messages = [{"role": "user", "content": user_message}]
+    if system_prompt is not None:
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return tokenizer(text + response_prefix, add_special_tokens=False).input_ids
+
+
 def resolve_model_dir(path: str | None) -> Path:
     if path is None:
         return embedded_model_dir()
@@ -140,14 +150,12 @@ class HFPolicy:
         self.generator = torch.Generator().manual_seed(seed)
         self.version = 0
         self._frozen_reference: torch.nn.Module | None = None
+        self._ids_containing: dict[str, list[int]] = {}
 
     # ---- text <-> tokens -------------------------------------------------------------------
-    def encode_prompt(self, user_message: str) -> list[int]:
-        messages = [{"role": "user", "content": user_message}]
-        if self.config.system_prompt is not None:
-            messages.insert(0, {"role": "system", "content": self.config.system_prompt})
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+    def encode_prompt(self, user_message: str, response_prefix: str = "") -> list[int]:
+        """The chat prompt up to the assistant's turn, plus ``response_prefix`` as the reply's start."""
+        return encode_chat(self.tokenizer, user_message, response_prefix, self.config.system_prompt)
 
     def encode_completion(self, text: str) -> list[int]:
         """An assistant reply as the model would have generated it: its tokens, then end-of-turn."""
@@ -169,6 +177,14 @@ class HFPolicy:
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
+    def token_ids_containing(self, text: str) -> list[int]:
+        """Every vocabulary entry whose text contains ``text`` (e.g. all tokens that end a line)."""
+        if text not in self._ids_containing:
+            pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+            self._ids_containing[text] = [i for i, piece in enumerate(pieces) if piece is not None
+                                          and text in self.tokenizer.convert_tokens_to_string([piece])]
+        return self._ids_containing[text]
+
     # ---- model pieces ----------------------------------------------------------------------
     @property
     def causal_lm(self) -> torch.nn.Module:
@@ -185,8 +201,10 @@ class HFPolicy:
     # ---- generation ------------------------------------------------------------------------
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], n: int | Sequence[int], max_new_tokens: int,
-                 temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False) -> list[list[Completion]]:
-        """n completions per prompt (or n[i] for prompt i). Returns one list of Completions per prompt."""
+                 temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+                 stop_token_ids: Sequence[int] = ()) -> list[list[Completion]]:
+        """n completions per prompt (or n[i] for prompt i). Returns one list of Completions per prompt.
+        A completion also ends after any of ``stop_token_ids`` (then ``finished`` is False)."""
         lm = self.causal_lm
         sizes = _group_sizes(n, len(prompts))
         rows = _repeat_index(sizes)
@@ -203,6 +221,7 @@ class HFPolicy:
         entropies: list[list[float]] = [[] for _ in range(total)]
         finished = [False] * total
         active = torch.arange(total)  # decoding-batch row -> sample index
+        stops = torch.tensor(sorted(stop_token_ids), dtype=torch.long)
         for step in range(max_new_tokens):
             if not bool(torch.isfinite(logits).all()):
                 raise FloatingPointError("the model produced non-finite logits during generation")
@@ -210,13 +229,14 @@ class HFPolicy:
             token = logprobs.argmax(-1) if greedy else _sample(logprobs, top_p, self.generator)
             token_logprob = logprobs.gather(1, token[:, None]).squeeze(1)
             entropy = -(logprobs.exp() * logprobs).sum(-1)  # where tree rollouts branch
-            done = torch.isin(token, self.eos_ids)
-            for sample, tok, lp, h, is_done in zip(active.tolist(), token.tolist(), token_logprob.tolist(),
-                                                   entropy.tolist(), done.tolist()):
+            ended = torch.isin(token, self.eos_ids)
+            done = ended | torch.isin(token, stops)
+            for sample, tok, lp, h, is_end in zip(active.tolist(), token.tolist(), token_logprob.tolist(),
+                                                  entropy.tolist(), ended.tolist()):
                 tokens[sample].append(tok)
                 logps[sample].append(lp)
                 entropies[sample].append(h)
-                finished[sample] = is_done
+                finished[sample] = is_end
             if step == max_new_tokens - 1 or bool(done.all()):
                 break
             if bool(done.any()):  # drop finished rows so later steps cost only what is still running

@@ -1,7 +1,8 @@
 """Curricula: the creator that decides which tasks to generate next (the Replay stage's other half).
 
 ``BanditCurriculum`` draws (family, level) arms by an estimated learning value;
-``PromptPoolCurriculum`` draws concrete prompts from a growing pool by how informative they were.
+``PromptPoolCurriculum`` draws concrete prompts from a growing pool by how informative they were;
+``PrefixCurriculum`` adds ReST-GRPO's partial-solution prompts to either.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from autotelic.curricula.bandit import BanditCurriculum, EmptyFamilyError
+from autotelic.curricula.prefixes import PrefixCurriculum
 from autotelic.curricula.regret import EmptyPoolError, PromptPoolCurriculum
 from autotelic.types import Group, Task
 
@@ -27,4 +29,5 @@ class Curriculum(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-__all__ = ["BanditCurriculum", "Curriculum", "EmptyFamilyError", "EmptyPoolError", "PromptPoolCurriculum"]
+__all__ = ["BanditCurriculum", "Curriculum", "EmptyFamilyError", "EmptyPoolError", "PrefixCurriculum",
+           "PromptPoolCurriculum"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from autotelic.tasks import get_family
-from autotelic.types import Group, Task
+from autotelic.types import Group, Sample, Task
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +29,14 @@ Scorer = Callable[[Group], list[float]]
 
 def verifier_reward(task: Task, completion: str) -> float:
     """The task family's own verifier."""
-    return get_family(task.family).score(task, completion)
+    return get_family(task.family).score(task, task.full_response(completion))
 
 
 def completion_scorer(reward_fn: Callable[[Task, list[str]], list[float]]) -> Scorer:
     """A Scorer from a reward function over (task, completions) (``autotelic.rewards``)."""
 
     def score(group: Group) -> list[float]:
-        return list(reward_fn(group.task, [s.text for s in group.samples]))
+        return list(reward_fn(group.task, [group.task.full_response(s.text) for s in group.samples]))
 
     score.__name__ = getattr(reward_fn, "name", getattr(reward_fn, "__name__", type(reward_fn).__name__))
     return score
@@ -163,3 +163,13 @@ def apply_filters(groups: list[Group], filters: list[GroupFilter]) -> None:
         for group_filter in filters:
             if group.kept and not group_filter.keep(group):
                 group.dropped_by = group_filter.name
+
+
+def response_scorer(scorer: Scorer) -> Callable[[Task, list[str]], list[float]]:
+    """A group Scorer as a function of (task, completions), for callers without sampled groups (tree search)."""
+
+    def score(task: Task, completions: list[str]) -> list[float]:
+        samples = [Sample(text=text, token_ids=[], logprobs=[], finished=True) for text in completions]
+        return [float(v) for v in scorer(Group(task, [], samples))]
+
+    return score

@@ -1,0 +1,147 @@
+"""A value model: (task prompt, partial response) -> expected final reward in [0, 1].
+
+ReST-RL's VM-MCTS trains it on node values that tree search measured with test-scored rollouts, so
+it needs no annotation. The body is a causal LM's decoder (by default the trained policy's own
+weights); the scalar head reads the hidden state of the last token and the mean over the response,
+and is trained with binary cross-entropy against the soft targets. With ``train_body=False`` the
+body stays frozen and its features are computed once, which makes training a matter of seconds on a
+CPU; ``train_body=True`` fine-tunes it as well (the paper's setting, for GPUs).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from autotelic.backends.embedded import ModelFileError
+from autotelic.backends.hf import _left_pad, encode_chat, resolve_model_dir
+
+HEAD_FILE = "value_head.pt"
+META_FILE = "value_model.json"
+
+
+@dataclass(frozen=True)
+class ValueExample:
+    prompt: str  # the task's user message
+    response: str  # a partial (or finished) response
+    target: float  # expected reward from there, in [0, 1]
+    weight: float = 1.0  # e.g. the node's visit count: better-measured targets count more
+
+
+class ValueModel:
+    def __init__(self, body_path: str | Path | None = None, train_body: bool = False,
+                 system_prompt: str | None = None, head: torch.nn.Linear | None = None):
+        from transformers import AutoModel, AutoTokenizer
+
+        self.body_dir = resolve_model_dir(None if body_path is None else str(body_path))
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self.body_dir)
+            self.body = AutoModel.from_pretrained(self.body_dir, dtype=torch.float32)
+        except Exception as error:
+            message = f"cannot load value-model body from {self.body_dir}: {error}"
+            raise ModelFileError(message.splitlines()[0]) from error
+        self.body.requires_grad_(train_body).train(train_body)
+        self.train_body, self.system_prompt = train_body, system_prompt
+        width = 2 * self.body.config.hidden_size
+        self.head = head if head is not None else torch.nn.Linear(width, 1)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    # ---- features and predictions ------------------------------------------------------------
+    def _encode(self, prompt: str, response: str) -> tuple[list[int], int]:
+        """Token ids of the chat plus response, and how many of them belong to the prompt."""
+        prompt_ids = encode_chat(self.tokenizer, prompt, "", self.system_prompt)
+        ids = encode_chat(self.tokenizer, prompt, response, self.system_prompt)
+        return ids, len(prompt_ids)
+
+    def features(self, pairs: list[tuple[str, str]], batch_size: int = 16) -> torch.Tensor:
+        """(N, 2D): the last token's hidden state and the mean hidden state over the response tokens."""
+        rows = []
+        for start in range(0, len(pairs), batch_size):
+            encoded = [self._encode(p, r) for p, r in pairs[start:start + batch_size]]
+            ids, mask, positions = _left_pad([e[0] for e in encoded], self.pad_id)
+            hidden = self.body(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
+            width = ids.shape[1]
+            response_mask = torch.zeros_like(mask, dtype=hidden.dtype)  # (B, L)
+            for row, (seq, prompt_len) in enumerate(encoded):
+                first = width - len(seq) + max(0, prompt_len - 1)  # the turn's opening token counts when empty
+                response_mask[row, first:] = 1.0
+            mean = (hidden * response_mask[..., None]).sum(1) / response_mask.sum(1, keepdim=True)
+            rows.append(torch.cat([hidden[:, -1], mean], dim=-1))
+        return torch.cat(rows)
+
+    @torch.no_grad()
+    def predict(self, pairs: list[tuple[str, str]], batch_size: int = 16) -> list[float]:
+        if not pairs:
+            return []
+        return torch.sigmoid(self.head(self.features(pairs, batch_size)).squeeze(-1)).tolist()
+
+    # ---- training ----------------------------------------------------------------------------
+    def fit(self, examples: list[ValueExample], epochs: int = 30, lr: float = 1e-3, batch_size: int = 16,
+            seed: int = 0) -> dict[str, float]:
+        """Binary cross-entropy against soft targets, weighted per example. Returns the final losses."""
+        if not examples:
+            raise ValueError("no value examples to train on (the search found no scored nodes)")
+        bad = [e for e in examples if not 0.0 <= e.target <= 1.0]
+        if bad:
+            raise ValueError(f"value targets must lie in [0, 1]; got {bad[0].target} for {bad[0].response[:40]!r}")
+        torch.manual_seed(seed)
+        pairs = [(e.prompt, e.response) for e in examples]
+        targets = torch.tensor([e.target for e in examples])
+        weights = torch.tensor([e.weight for e in examples])
+        weights = weights / weights.mean()
+        cached = None
+        if not self.train_body:
+            with torch.no_grad():
+                cached = self.features(pairs, batch_size)
+        params = list(self.head.parameters()) + ([p for p in self.body.parameters()] if self.train_body else [])
+        optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+        order = list(range(len(examples)))
+        rng = random.Random(seed)
+        loss_value = 0.0
+        for _ in range(epochs):
+            rng.shuffle(order)
+            total = 0.0
+            for start in range(0, len(order), batch_size):
+                index = order[start:start + batch_size]
+                feats = cached[index] if cached is not None else self.features([pairs[i] for i in index], batch_size)
+                logits = self.head(feats).squeeze(-1)
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                    logits, targets[index], weight=weights[index])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss.item() * len(index)
+            loss_value = total / len(order)
+        with torch.no_grad():
+            feats = cached if cached is not None else self.features(pairs, batch_size)
+            predicted = torch.sigmoid(self.head(feats).squeeze(-1))
+        return {"value/train_loss": loss_value,
+                "value/train_mae": float((predicted - targets).abs().mean()),
+                "value/examples": float(len(examples))}
+
+    # ---- persistence -------------------------------------------------------------------------
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        body_path = str(self.body_dir)
+        if self.train_body:
+            self.body.save_pretrained(directory / "body")
+            self.tokenizer.save_pretrained(directory / "body")
+            body_path = str((directory / "body").resolve())
+        torch.save(self.head.state_dict(), directory / HEAD_FILE)
+        (directory / META_FILE).write_text(json.dumps({"body": body_path, "system_prompt": self.system_prompt}))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> ValueModel:
+        directory = Path(directory)
+        meta_path = directory / META_FILE
+        if not meta_path.is_file():
+            raise ModelFileError(f"{directory} is not a value model directory (no {META_FILE}); "
+                                 "train one with `autotelic value` or value.enabled=true")
+        meta = json.loads(meta_path.read_text())
+        model = cls(meta["body"], system_prompt=meta["system_prompt"])
+        model.head.load_state_dict(torch.load(directory / HEAD_FILE, weights_only=True))
+        return model

@@ -1,0 +1,130 @@
+"""ReST-RL's pieces: partial-solution prompts (ReST-GRPO) and tree search bookkeeping (VM-MCTS).
+
+Pure logic on hand-built responses and trees; the real-model search, value model and decodings are
+in tests/test_vm_mcts.py.
+"""
+
+import random
+
+import pytest
+
+from autotelic.curricula import BanditCurriculum, PrefixCurriculum
+from autotelic.curricula.prefixes import choose_prefixes, line_prefixes, prefix_task
+from autotelic.search import Node, SearchTree, value_examples
+from autotelic.types import Group, Sample, Task
+
+ANSWER = "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    return y * 2\n```\nDone."
+
+
+def test_line_prefixes_cut_inside_the_code_block_after_every_code_line_but_the_last():
+    cuts = line_prefixes(ANSWER)
+    assert cuts == [
+        "Here you go:\n```python\ndef f(x):\n",
+        "Here you go:\n```python\ndef f(x):\n    y = x + 1\n",
+    ]  # blank lines are no cut points; the last code line is always left to the solver
+    assert line_prefixes("a\nb\nc") == ["a\n", "a\nb\n"]  # no code block: every line but the last
+    assert line_prefixes("```python\nreturn 1\n```") == []  # one code line: nothing to cut
+
+
+def test_prefix_choice_prefers_later_cuts_with_the_decay():
+    prefixes = [f"p{i}" for i in range(10)]
+    rng = random.Random(0)
+    counts = {p: 0 for p in prefixes}
+    for _ in range(4000):
+        (chosen,) = choose_prefixes(prefixes, 1, 0.5, rng)
+        counts[chosen] += 1
+    # weight 0.5**(lines after the cut): the last cut about twice as often as the one before it
+    assert counts["p9"] > counts["p8"] > counts["p7"] > counts["p0"]
+    assert 1.6 < counts["p9"] / counts["p8"] < 2.5
+    assert choose_prefixes(prefixes, 3, 0.95, random.Random(1)) == choose_prefixes(prefixes, 3, 0.95, random.Random(1))
+    assert len(set(choose_prefixes(prefixes, 3, 0.95, rng))) == 3
+    assert choose_prefixes(prefixes[:1], 5, 0.95, rng) == ["p0"]
+
+
+def _task(uid="t1") -> Task:
+    return Task("Write f.", "ref", "add", 1, uid)
+
+
+def _group(task: Task, texts_rewards: list[tuple[str, float]]) -> Group:
+    samples = [Sample(text=t, token_ids=[1], logprobs=[0.0], finished=True, reward=r) for t, r in texts_rewards]
+    return Group(task, [0], samples)
+
+
+def test_prefix_curriculum_cuts_correct_answers_and_serves_them_as_a_share_of_the_step():
+    base = BanditCurriculum(["add"], [1], seed=0)
+    curriculum = PrefixCurriculum(base, fraction=0.5, per_solution=2, decay=0.95, min_reward=1.0, seed=0)
+    assert all(not t.response_prefix for t in curriculum.next_tasks(4))  # nothing harvested yet
+    task = _task()
+    metrics = curriculum.observe([_group(task, [(ANSWER, 1.0), ("wrong", 0.0)]),
+                                  _group(_task("t2"), [("```python\na\nb\n```", 0.5)])])  # below min_reward
+    assert metrics["prefix/made"] == 2 and len(curriculum.queue) == 2
+    drawn = curriculum.next_tasks(4)
+    prefixed = [t for t in drawn if t.response_prefix]
+    assert len(drawn) == 4 and len(prefixed) == 2
+    assert {t.response_prefix for t in prefixed} == set(line_prefixes(ANSWER))
+    assert all(t.prompt == task.prompt and t.uid.startswith("t1#prefix") for t in prefixed)
+    # a prefixed task's verifier sees the whole response; its groups are not cut again
+    assert prefixed[0].full_response("rest") == prefixed[0].response_prefix + "rest"
+    metrics = curriculum.observe([_group(prefixed[0], [("    return y * 2\n```", 1.0)])])
+    assert metrics["prefix/made"] == 0 and metrics["prefix/reward_mean"] == 1.0
+
+
+def test_prefix_curriculum_state_round_trips():
+    curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0), fraction=1.0, seed=0)
+    curriculum.observe([_group(_task(), [(ANSWER, 1.0)])])
+    clone = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0), fraction=1.0, seed=0)
+    clone.load_state_dict(curriculum.state_dict())
+    assert [t.uid for t in clone.next_tasks(2)] == [t.uid for t in curriculum.next_tasks(2)]
+    assert prefix_task(_task(), "abc").uid == "t1#prefix3"
+
+
+def _tree() -> SearchTree:
+    """root -> a (2 visits, mean 0.5), b (1 visit, 1.0); a -> a1 (terminal)."""
+    tree = SearchTree(_task(), [0], [Node([], None, False)])
+    for tokens, parent, terminal in (([1], 0, False), ([2], 0, False), ([1, 3], 1, True)):
+        tree.nodes.append(Node(tokens, parent, terminal))
+        tree.nodes[parent].children.append(len(tree.nodes) - 1)
+    tree.backpropagate(1, 0.0)
+    tree.backpropagate(2, 1.0)
+    tree.backpropagate(3, 1.0)
+    return tree
+
+
+def test_backpropagation_and_uct_selection():
+    tree = _tree()
+    assert [n.visits for n in tree.nodes] == [3, 2, 1, 1]
+    assert tree.nodes[1].q == 0.5 and tree.nodes[0].q == pytest.approx(2 / 3)
+    # b: 1.0 + sqrt(ln 3 / 1) beats a: 0.5 + sqrt(ln 3 / 2)
+    assert tree.select(c=1.0) == 2
+    assert tree.select(c=0.0) == 2
+    tree.nodes.append(Node([2, 9], 2, False))  # an unvisited child is tried first
+    tree.nodes[2].children.append(4)
+    assert tree.select(c=1.0) == 4
+
+
+def test_exhausted_subtrees_are_skipped_and_an_exhausted_root_ends_the_search():
+    tree = _tree()
+    tree.mark_exhausted(3)  # a's only child is terminal: a is exhausted too
+    assert tree.nodes[3].exhausted and tree.nodes[1].exhausted and not tree.nodes[0].exhausted
+    assert tree.select(c=100.0) == 2  # exploration would prefer nothing else anyway; a is closed
+    tree.nodes[2].terminal = True
+    tree.mark_exhausted(2)
+    assert tree.nodes[0].exhausted
+
+
+def test_value_examples_are_visited_nodes_with_their_mean_reward():
+    examples = value_examples([_tree()], decode=lambda ids: " ".join(map(str, ids)))
+    assert [(e.response, e.target, e.weight) for e in examples] == [("1", 0.5, 2.0), ("2", 1.0, 1.0),
+                                                                     ("1 3", 1.0, 1.0)]
+
+
+def test_preference_pairs_keep_partial_solution_groups_apart_and_whole():
+    from autotelic.update import pairs_from_rollouts
+
+    rows = [{"step": 1, "prompt": "p", "completion": "a", "reward": 1.0},
+            {"step": 1, "prompt": "p", "completion": "b", "reward": 0.0},
+            {"step": 1, "prompt": "p", "response_prefix": "def f():\n", "completion": "  return 1", "reward": 1.0},
+            {"step": 1, "prompt": "p", "response_prefix": "def f():\n", "completion": "  return 2", "reward": 0.0}]
+    assert pairs_from_rollouts(rows) == [
+        {"prompt": "p", "chosen": "a", "rejected": "b"},
+        {"prompt": "p", "chosen": "def f():\n  return 1", "rejected": "def f():\n  return 2"}]

@@ -1,0 +1,124 @@
+"""VM-MCTS on the real embedded model: line-wise expansion, test-scored rollouts in the real sandbox,
+the value model's training and persistence, the decoding strategies' budgets, a ReST-RL run whose
+value stage feeds `autotelic eval`."""
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from autotelic.backends.hf import HFPolicy
+from autotelic.config import ModelConfig, SearchConfig, load_config
+from autotelic.evaluate import Decoding, evaluate
+from autotelic.rewards import build_reward
+from autotelic.rollout.filter import verifier_reward
+from autotelic.search import RolloutEvaluator, search, value_examples
+from autotelic.tasks import get_family
+from autotelic.train import Trainer, new_run_dir
+from autotelic.value_model import ValueExample, ValueModel
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return HFPolicy(ModelConfig(), seed=0)
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    rng = random.Random(3)
+    family = get_family("humaneval")
+    return [family.generate(rng, 1) for _ in range(2)]
+
+
+def test_generation_stops_after_a_line_end(policy, tasks):
+    line_end = set(policy.token_ids_containing("\n"))
+    prompt = policy.encode_prompt(tasks[0].prompt, "```python\n")
+    (completions,) = policy.generate([prompt], 4, 40, 1.0, stop_token_ids=sorted(line_end))
+    for completion in completions:
+        stopped_early = len(completion.token_ids) < 40 and not completion.finished
+        inner = completion.token_ids[:-1]
+        assert not line_end & set(inner)  # no line ends before the last token
+        if stopped_early:
+            assert completion.token_ids[-1] in line_end
+    assert policy.token_ids_containing("\n") is policy.token_ids_containing("\n")  # cached
+
+
+def test_search_with_test_scored_rollouts_labels_nodes_consistently(policy, tasks):
+    reward = build_reward("unit_tests", {"wall_seconds": 5.0})
+    evaluator = RolloutEvaluator(policy, reward, max_new_tokens=64, temperature=1.0)
+    trees = search(policy, tasks, evaluator, iterations=3, children=2, step_tokens=16, max_new_tokens=64,
+                   temperature=1.0, c_uct=1.0)
+    for tree in trees:
+        evaluated = [n for n in tree.nodes[1:] if n.estimate is not None]
+        assert tree.nodes[0].visits == len(evaluated) == len(tree.nodes) - 1  # every new node evaluated once
+        assert 1 <= tree.iterations <= 3 and tree.tokens_spent > 0
+        for index, node in enumerate(tree.nodes[1:], start=1):
+            assert node.token_ids[:len(tree.nodes[node.parent].token_ids)] == tree.nodes[node.parent].token_ids
+            assert node.visits == 1 + sum(tree.nodes[c].visits for c in node.children)
+            assert len(node.token_ids) <= 64
+    # the rollouts were really run against the problems' tests: their rewards recompute exactly
+    for example in evaluator.rollouts:
+        task = next(t for t in tasks if t.prompt == example.prompt)
+        assert example.target == verifier_reward(task, example.response)
+    examples = value_examples(trees, policy.decode)
+    assert examples and all(0.0 <= e.target <= 1.0 and e.weight >= 1 for e in examples)
+
+
+def test_value_model_learns_separable_targets_and_round_trips(tmp_path):
+    prompt = "Write a function that adds one."
+    good = [ValueExample(prompt, f"```python\ndef f(x):\n    return x + 1  # {i}\n```", 1.0) for i in range(6)]
+    bad = [ValueExample(prompt, f"I cannot do that {i}.", 0.0) for i in range(6)]
+    model = ValueModel(None)
+    metrics = model.fit(good + bad, epochs=60, lr=3e-3, batch_size=4)
+    assert metrics["value/train_mae"] < 0.2
+    pairs = [(prompt, "```python\ndef f(x):\n    return x + 1  # new\n```"), (prompt, "I cannot do that now.")]
+    high, low = model.predict(pairs)
+    assert high > 0.7 and low < 0.3
+    model.save(tmp_path / "vm")
+    assert ValueModel.load(tmp_path / "vm").predict(pairs) == pytest.approx([high, low], abs=1e-5)
+    with pytest.raises(ValueError, match="must lie in"):
+        model.fit([ValueExample(prompt, "x", 2.0)])
+
+
+def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):
+    value_model = ValueModel(None)
+    budget = 96
+    for strategy in ("best_of_n", "vm_mcts"):
+        decoding = Decoding(strategy, budget, "value", value_model, SearchConfig(step_tokens=16))
+        result = evaluate(policy, tasks, 48, decoding=decoding)
+        assert result.decoding == strategy and len(result.records) == len(tasks)
+        for record in result.records:
+            # sampling stops once the budget is reached: at most one sample / one expansion beyond it
+            assert budget <= record["tokens"] <= budget + 2 * 48
+        assert result.summary()["tokens_per_task"] == pytest.approx(
+            sum(r["tokens"] for r in result.records) / len(tasks), abs=0.1)
+    with pytest.raises(ValueError, match="needs a value model"):
+        evaluate(policy, tasks, 48, decoding=Decoding("vm_mcts"))
+
+
+def test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it(tmp_path):
+    config = load_config("recipes/rest-rl-code.yaml", [
+        "train.steps=2", "control.tasks_per_step=2", "generate.group_size=4", "control.max_new_tokens=48",
+        "eval.per_level=1", "eval.levels=[1]", "eval.every=0", "eval.max_new_tokens=48", "eval.token_budget=96",
+        "value.tasks=2", "value.iterations=2", "value.epochs=5", "logging.progress=false", "train.max_minutes=null",
+        "model.lora=true", "model.lora_rank=8", f"logging.runs_dir={tmp_path}", "logging.run_name=rest"])
+    summary = Trainer(config, new_run_dir(config)).run()
+    run_dir = tmp_path / "rest"
+    assert set(summary["value"]["decodings"]) == {"best_of_n", "vm_mcts"}
+    assert summary["value"]["metrics"]["value/examples"] > 0
+    lines = (run_dir / "value_model" / "value_data.jsonl").read_text().splitlines()
+    assert len(lines) == summary["value"]["metrics"]["value/examples"]
+    for strategy in ("best_of_n", "vm_mcts"):
+        records = [json.loads(line) for line in (run_dir / f"eval_after_{strategy}.jsonl").read_text().splitlines()]
+        assert len(records) == summary["heldout_tasks"]
+    done = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir), "eval.decoding=vm_mcts",
+                           f"eval.value_model={run_dir / 'value_model'}"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["decoding"] == "vm_mcts"
+    missing = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir), "eval.decoding=vm_mcts"],
+                             capture_output=True, text=True, timeout=600)
+    assert missing.returncode == 2 and "needs a value model" in missing.stderr
