@@ -45,6 +45,20 @@ def test_math_verify_compares_answers_symbolically(math_reward):
     assert math_reward(_task("\\sqrt{2}"), ["$\\sqrt{2}$", "$2^{1/2}$", "1.41"]) == [1.0, 1.0, 0.0]
 
 
+def test_math_verify_scores_reasoning_gym_word_problems(math_reward):
+    """GSM-Symbolic word problems (recipes/math-word.yaml): the family's answer is the gold."""
+    import random
+
+    from autotelic.tasks import get_family
+
+    family = get_family("rg_gsm_symbolic")
+    for level in family.levels:
+        task = family.generate(random.Random(level), level)
+        answer = int(task.answer)
+        replies = [f"So the total is \\boxed{{{answer}}}.", f"{answer}.0", f"The answer is {answer + 1}"]
+        assert math_reward(task, replies) == [1.0, 1.0, 0.0]
+
+
 def test_math_verify_scores_unparseable_predictions_zero_and_unparseable_gold_nan(math_reward):
     assert math_reward(_task("7"), ["no idea at all", "", "\\boxed{}"]) == [0.0, 0.0, 0.0]
     assert all(math.isnan(v) for v in math_reward(_task(""), ["7", "8"]))

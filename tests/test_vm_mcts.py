@@ -104,7 +104,7 @@ def test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it(tmp_path
     config = load_config("recipes/rest-rl-code.yaml", [
         "train.steps=2", "control.tasks_per_step=2", "generate.group_size=4", "control.max_new_tokens=48",
         "eval.per_level=1", "eval.levels=[1]", "eval.every=0", "eval.max_new_tokens=48", "eval.token_budget=96",
-        "value.tasks=2", "value.iterations=2", "value.epochs=5", "logging.progress=false", "train.max_minutes=null",
+        "value.tasks=2", "value.iterations=1", "value.epochs=5", "logging.progress=false", "train.max_minutes=null",
         "model.lora=true", "model.lora_rank=8", f"logging.runs_dir={tmp_path}", "logging.run_name=rest"])
     summary = Trainer(config, new_run_dir(config)).run()
     run_dir = tmp_path / "rest"
@@ -115,8 +115,14 @@ def test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it(tmp_path
     for strategy in ("best_of_n", "vm_mcts"):
         records = [json.loads(line) for line in (run_dir / f"eval_after_{strategy}.jsonl").read_text().splitlines()]
         assert len(records) == summary["heldout_tasks"]
+    out = tmp_path / "vm"  # the same stage from the command line, for any run or model directory
+    made = subprocess.run([sys.executable, "-m", "autotelic.cli", "value", str(run_dir), "--out", str(out),
+                           "value.tasks=1", "value.iterations=1", "value.epochs=2"],
+                          capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert json.loads(made.stdout)["value/examples"] == len((out / "value_data.jsonl").read_text().splitlines())
     done = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir), "eval.decoding=vm_mcts",
-                           f"eval.value_model={run_dir / 'value_model'}"], capture_output=True, text=True, timeout=600)
+                           f"eval.value_model={out}"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["decoding"] == "vm_mcts"
     missing = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir), "eval.decoding=vm_mcts"],

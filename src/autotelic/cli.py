@@ -72,19 +72,22 @@ def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
         _fail(error)
 
 
-def _target(target: str, overrides: list[str]):
-    """(config, policy) for a run directory (its config and exported model) or a plain model directory."""
-    from autotelic.backends.hf import HFPolicy
-
+def _target_config(target: str, overrides: list[str]):
+    """(config, model directory) of a run directory (its config and exported model) or a plain model directory."""
     path = Path(target)
     run_config = path / "config.yaml"
     config = load_config(run_config if run_config.is_file() else None, overrides)
     model_dir = path / "model" if run_config.is_file() else path
     if run_config.is_file() and not (model_dir / "config.json").is_file():
         raise TrainingError(f"{path} has no exported model yet: run `autotelic export {path}` first")
-    policy = HFPolicy(ModelConfig(path=str(model_dir), lora=False, threads=config.model.threads,
-                                  system_prompt=config.model.system_prompt), seed=config.train.seed)
-    return config, policy
+    return config, model_dir
+
+
+def _policy(config, model_dir: Path):
+    from autotelic.backends.hf import HFPolicy
+
+    return HFPolicy(ModelConfig(path=str(model_dir), lora=False, threads=config.model.threads,
+                                system_prompt=config.model.system_prompt), seed=config.train.seed)
 
 
 @app.command("eval")
@@ -100,12 +103,13 @@ def evaluate_command(
     from autotelic.vm_mcts import decoding_for
 
     try:
-        config, policy = _target(target, list(overrides or []))
+        config, model_dir = _target_config(target, list(overrides or []))
         cur, ev = config.curriculum, config.eval
+        value_model = ValueModel.load(ev.value_model) if ev.value_model else None
+        decoding = decoding_for(config, ev.decoding, value_model)
+        decoding.check()  # before the policy loads
         tasks = heldout_tasks(cur.families, ev.levels, ev.per_level, ev.seed)
-        value_model = ValueModel.load(config.eval.value_model) if config.eval.value_model else None
-        decoding = decoding_for(config, config.eval.decoding, value_model)
-        result = evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size, decoding)
+        result = evaluate(_policy(config, model_dir), tasks, ev.max_new_tokens, ev.batch_size, decoding)
     except (*USER_ERRORS, ValueError) as error:
         _fail(error)
     typer.echo(json.dumps(result.summary(), indent=2))
@@ -126,11 +130,12 @@ def value(
     from autotelic.vm_mcts import train_value_model
 
     try:
-        config, policy = _target(target, list(overrides or []))
+        config, model_dir = _target_config(target, list(overrides or []))
         held_out = heldout_tasks(config.curriculum.families, config.eval.levels, config.eval.per_level,
                                  config.eval.seed)
+        policy = _policy(config, model_dir)
         _, metrics = train_value_model(policy, config, response_scorer(build_scorer(config, policy)),
-                                       {t.uid for t in held_out}, policy.model_dir, out)
+                                       {t.uid for t in held_out}, model_dir, out)
     except (*USER_ERRORS, ValueError) as error:
         _fail(error)
     typer.echo(json.dumps(metrics, indent=2))
