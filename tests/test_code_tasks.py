@@ -7,7 +7,7 @@ import pytest
 
 from autotelic.rewards import build_reward
 from autotelic.tasks import get_family
-from autotelic.tasks.code import extract_code, unit_test_program
+from autotelic.tasks.code import INSTRUCTION, extract_code, unit_test_program
 
 FAMILY = get_family("humaneval")
 
@@ -60,3 +60,83 @@ def test_unit_test_reward_scores_a_group_concurrently():
     assert values == [1.0, 0.0, 0.0, 1.0]
     with pytest.raises(ValueError, match="has no unit tests"):
         reward(get_family("add").generate(random.Random(0), 1), ["1"])
+
+
+# --- pyfunc: procedural functions from a template bank -------------------------------------------
+
+PYFUNC = get_family("pyfunc")
+
+
+def _pyfunc_task_per_template(level: int, seed: int = 0) -> dict[str, object]:
+    """One task of every template of the level (drawn until each has come up)."""
+    from autotelic.tasks.code import pyfunc_templates
+
+    keys, rng, tasks = {t.key for t in pyfunc_templates(level)}, random.Random(seed), {}
+    for _ in range(5000):
+        task = PYFUNC.generate(rng, level)
+        tasks.setdefault(task.meta["key"].split(":", 1)[1].split("(")[0], task)
+        if len(tasks) == len(keys):
+            break
+    assert set(tasks) == keys
+    return tasks
+
+
+def test_pyfunc_every_possible_task_has_tests_that_a_constant_answer_fails():
+    import itertools
+
+    from autotelic.tasks.code import pyfunc_cases, pyfunc_key, pyfunc_templates
+
+    for level in PYFUNC.levels:
+        for template in pyfunc_templates(level):
+            names = [name for name, _ in template.params]
+            for values in itertools.product(*(choices for _, choices in template.params)):
+                consts = dict(zip(names, values))
+                cases = pyfunc_cases(template, consts, pyfunc_key(level, template, consts))  # raises if not
+                assert len(cases) == 5 and len({repr(out) for _, out in cases}) > 1
+
+
+def test_pyfunc_reference_solutions_pass_and_wrong_ones_fail_for_every_template():
+    reward = build_reward("unit_tests", {"wall_seconds": 5.0})
+    for level in PYFUNC.levels:
+        for key, task in _pyfunc_task_per_template(level).items():
+            assert reward(task, [task.answer, "    return 0\n"]) == [1.0, 0.0], key
+
+
+def test_pyfunc_prompt_is_a_humaneval_style_stub_with_an_example():
+    task = PYFUNC.generate(random.Random(3), 1)
+    stub, entry_point = task.meta["prompt"], task.meta["entry_point"]
+    assert task.prompt == INSTRUCTION + "```python\n" + stub + "```"
+    assert stub.startswith(f"def {entry_point}(x: int) -> int:\n    \"\"\"") and f"    >>> {entry_point}(" in stub
+    example = stub.split(">>> ")[1].split("\n")[0].replace(entry_point, "candidate", 1)
+    assert f"    assert {example} == " in task.meta["test"].splitlines()[1]  # the example is the first test
+    assert task.answer.strip() not in stub and task.answer.startswith("    return ")
+    restated = f"Sure:\n```python\n{stub}{task.answer}```\nThis adds."  # the whole function restated
+    assert PYFUNC.score(task, restated) == 1.0
+    wrong_name = restated.replace(f"def {entry_point}(", "def other_name(")
+    assert PYFUNC.score(task, wrong_name) == 0.0
+
+
+def test_pyfunc_tasks_are_deterministic_and_many_per_level():
+    for level in PYFUNC.levels:
+        first = [PYFUNC.generate(random.Random(7), level) for _ in range(3)]
+        again = [PYFUNC.generate(random.Random(7), level) for _ in range(3)]
+        assert [(t.prompt, t.meta, t.uid) for t in first] == [(t.prompt, t.meta, t.uid) for t in again]
+        rng = random.Random(level)
+        tasks = [PYFUNC.generate(rng, level) for _ in range(3000)]
+        assert len({t.uid for t in tasks}) >= 200
+        by_uid = {}
+        for task in tasks:  # one uid, one function: the same tests whatever name was drawn
+            assert by_uid.setdefault(task.uid, task.meta["test"]) == task.meta["test"]
+    from autotelic.evaluate import heldout_tasks
+
+    heldout = heldout_tasks(["pyfunc"], [1, 2, 3], 16, seed=11)
+    assert len(heldout) == 48 and len({t.uid for t in heldout}) == 48
+
+
+def test_unit_test_reward_scores_a_mixed_pyfunc_group():
+    task = _pyfunc_task_per_template(2)["sum_plus"]
+    whole = task.meta["prompt"] + task.answer
+    reward = build_reward("unit_tests", {"cpu_seconds": 1.0, "wall_seconds": 2.0})
+    completions = [task.answer, "    return sum(nums)\n", f"```python\n{whole}```", "    while True: pass\n",
+                   "```python\nthis is not python\n```"]
+    assert reward(task, completions) == [1.0, 0.0, 1.0, 0.0, 0.0]
