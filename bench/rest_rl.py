@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,13 +37,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="training minutes per arm")
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep the runs here")
+    parser.add_argument("--oracle", action="store_true",
+                        help="also best-of-n picked by the hidden tests: the headroom a perfect value model would have")
+    parser.add_argument("--reuse", action="store_true", help="keep arms already finished in --runs-dir")
     parser.add_argument("overrides", nargs="*", help="extra config overrides for both arms")
     args = parser.parse_args()
     runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="rest-rl-"))
     runs_dir.mkdir(parents=True, exist_ok=True)
     summaries = {}
     for name, overrides in ARMS.items():
-        if launch(name, overrides + args.overrides, runs_dir, args.minutes, None, RECIPE).wait() != 0:
+        if args.reuse and (runs_dir / name / "summary.json").is_file():
+            print(f"arm {name}: reusing {runs_dir / name}")
+        elif launch(name, overrides + args.overrides, runs_dir, args.minutes, None, RECIPE).wait() != 0:
             sys.exit(f"arm {name} failed: see {runs_dir / (name + '.log')}")
         summaries[name] = json.loads((runs_dir / name / "summary.json").read_text())
     grpo, rest = summaries["grpo"], summaries["rest"]
@@ -54,6 +60,11 @@ def main() -> None:
         ("ReST-GRPO + best-of-n by value model", decodings["best_of_n"]),
         ("ReST-GRPO + VM-MCTS", decodings["vm_mcts"]),
     ]
+    if args.oracle:
+        command = [sys.executable, "-m", "autotelic.cli", "eval", str(runs_dir / "rest"), "eval.decoding=best_of_n",
+                   "eval.select_by=verifier", *args.overrides]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        rows.append(("ReST-GRPO + best-of-n by hidden tests (oracle)", json.loads(done.stdout)))
     print(f"held-out: {rest['heldout_tasks']} code tasks; value model trained on "
           f"{rest['value']['metrics']['value/examples']:.0f} search nodes and rollouts")
     print(f"{'':44s} {'pass@1':>7s} {'tokens/task':>12s}")

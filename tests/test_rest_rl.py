@@ -16,13 +16,13 @@ from autotelic.types import Group, Sample, Task
 ANSWER = "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    return y * 2\n```\nDone."
 
 
-def test_line_prefixes_cut_inside_the_code_block_after_every_code_line_but_the_last():
+def test_line_prefixes_cut_before_each_code_line_but_the_first_keeping_its_indentation():
     cuts = line_prefixes(ANSWER)
     assert cuts == [
-        "Here you go:\n```python\ndef f(x):\n",
-        "Here you go:\n```python\ndef f(x):\n    y = x + 1\n",
-    ]  # blank lines are no cut points; the last code line is always left to the solver
-    assert line_prefixes("a\nb\nc") == ["a\n", "a\nb\n"]  # no code block: every line but the last
+        "Here you go:\n```python\ndef f(x):\n    ",
+        "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    ",
+    ]  # blank lines are no cut points; the solver always writes at least the rest of the last line
+    assert line_prefixes("a\nb\nc") == ["a\n", "a\nb\n"]  # no code block: every line but the first
     assert line_prefixes("```python\nreturn 1\n```") == []  # one code line: nothing to cut
 
 

@@ -25,13 +25,16 @@ _FENCE = "```"
 
 
 def line_prefixes(response: str) -> list[str]:
-    """The response cut after each of its code lines but the last: inside the first fenced code block
-    when there is one (prose before it stays in every prefix), else after every line but the last."""
+    """The response cut just before the first non-blank character of each code line but the first:
+    inside the first fenced code block when there is one (prose before it stays in every prefix), else
+    over all lines. The cut keeps the line's indentation, so the continuation starts on a token boundary
+    the model itself would use ("\n    " is one token for most code tokenizers; a prefix ending at
+    "\n" invites a spurious fence or a one-space indent)."""
     lines = response.splitlines(keepends=True)
     fences = [i for i, line in enumerate(lines) if line.lstrip().startswith(_FENCE)]
     first, last = (fences[0] + 1, fences[1] if len(fences) > 1 else len(lines)) if fences else (0, len(lines))
     code_lines = [i for i in range(first, last) if lines[i].strip()]
-    return ["".join(lines[:i + 1]) for i in code_lines[:-1]]
+    return ["".join(lines[:i]) + lines[i][:len(lines[i]) - len(lines[i].lstrip())] for i in code_lines[1:]]
 
 
 def choose_prefixes(prefixes: list[str], count: int, decay: float, rng: random.Random) -> list[str]:
@@ -54,6 +57,7 @@ class PrefixCurriculum:
     min_reward: float = 1.0
     """An answer counts as correct, and is cut into prefixes, at this reward or above."""
     capacity: int = 256
+    """Prefixes kept waiting at most; the oldest are forgotten first."""
     seed: int = 0
     queue: deque[Task] = field(default_factory=deque)
     served: int = 0
@@ -64,7 +68,7 @@ class PrefixCurriculum:
 
     def next_tasks(self, count: int) -> list[Task]:
         take = min(len(self.queue), round(self.fraction * count))
-        prefixed = [self.queue.popleft() for _ in range(take)]
+        prefixed = [self.queue.pop() for _ in range(take)]  # newest first: cut from the current policy's answers
         self.served += take
         return prefixed + self.base.next_tasks(count - take)
 
