@@ -125,6 +125,9 @@ def test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it(tmp_path
                            f"eval.value_model={out}"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["decoding"] == "vm_mcts"
-    missing = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir), "eval.decoding=vm_mcts"],
-                             capture_output=True, text=True, timeout=600)
+    own = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir), "eval.decoding=best_of_n"],
+                         capture_output=True, text=True, timeout=600)  # the run's own value model by default
+    assert own.returncode == 0, own.stderr[-2000:]
+    missing = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir / "model"),
+                              "eval.decoding=vm_mcts"], capture_output=True, text=True, timeout=600)
     assert missing.returncode == 2 and "needs a value model" in missing.stderr

@@ -96,7 +96,8 @@ def evaluate_command(
     overrides: Optional[list[str]] = OVERRIDES,
 ) -> None:
     """Held-out accuracy of a run's final model or of any local model directory; eval.decoding picks
-    greedy, best_of_n or vm_mcts (the last two with eval.value_model and eval.token_budget)."""
+    greedy, best_of_n or vm_mcts (the last two with eval.token_budget and eval.value_model, by default
+    the run's own value model)."""
     _setup_logging()
     from autotelic.evaluate import evaluate, heldout_tasks
     from autotelic.value_model import ValueModel
@@ -105,7 +106,9 @@ def evaluate_command(
     try:
         config, model_dir = _target_config(target, list(overrides or []))
         cur, ev = config.curriculum, config.eval
-        value_model = ValueModel.load(ev.value_model) if ev.value_model else None
+        run_value_model = Path(target) / "value_model"  # what a run with value.enabled trained
+        value_path = ev.value_model or (run_value_model if (run_value_model / "value_model.json").is_file() else None)
+        value_model = ValueModel.load(value_path) if value_path else None
         decoding = decoding_for(config, ev.decoding, value_model)
         decoding.check()  # before the policy loads
         tasks = heldout_tasks(cur.families, ev.levels, ev.per_level, ev.seed)

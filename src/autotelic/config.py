@@ -144,7 +144,7 @@ class CurriculumConfig:
     gate: list[float] | None = None
     """regret: learnability gate, keep prompts whose pass rate lies in [low, high]."""
     prefix_fraction: float = 0.0
-    """ReST-GRPO: share of each step's tasks that are partial-solution prompts, cut at line ends from
+    """ReST-GRPO: share of each step's tasks that are partial-solution prompts, cut before code lines from
     the solver's correct answers (0 disables)."""
     prefix_per_solution: int = 2
     """ReST-GRPO: prefixes cut from each correct answer."""
