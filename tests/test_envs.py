@@ -133,13 +133,14 @@ def test_a_tool_call_then_a_final_answer():
     step = env.step(_call("59 + 6"))
     assert step == ("65", 0.0, False, {"tool": "calculator", "ok": True, "tool_calls": 1, "tool_successes": 1})
     step = env.step("65")
-    assert step == ("", 1.0, True, {"answered": True, "tool_calls": 1, "tool_successes": 1})
+    assert step == ("", 1.0, True, {"answered": True, "answer": "65", "tool_calls": 1, "tool_successes": 1})
 
 
 def test_a_wrong_final_answer_scores_zero_without_calls():
     env = make_env_factory("calculator")()
     env.reset(ADD)
-    assert env.step("64") == ("", 0.0, True, {"answered": True, "tool_calls": 0, "tool_successes": 0})
+    assert env.step("64") == ("", 0.0, True, {"answered": True, "answer": "64", "tool_calls": 0,
+                                               "tool_successes": 0})
 
 
 def test_the_verifier_of_a_reasoning_gym_family_pays_the_answer():
@@ -204,7 +205,7 @@ def test_reset_clears_the_counts():
     env.reset(ADD)
     env.step(_call("1+1"))
     env.reset(ADD)
-    assert env.step("65").info == {"answered": True, "tool_calls": 0, "tool_successes": 0}
+    assert env.step("65").info == {"answered": True, "answer": "65", "tool_calls": 0, "tool_successes": 0}
 
 
 # ---- python tool (the project's sandbox) --------------------------------------------------

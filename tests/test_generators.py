@@ -1,20 +1,23 @@
-"""The Generate stage on the real embedded model: tree, partial and multi-turn episode rollouts.
+"""The Generate stage on the real embedded model: tree, partial, multi-turn episode and self-play rollouts.
 
 Each generator must record exactly the tokens and log-probs the model sampled, so the loss's
 importance ratios start at 1: checked by recomputing log-probs with a training forward.
 """
+
+import re
 
 import pytest
 import torch
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import ModelConfig
-from autotelic.envs import make_env_factory
+from autotelic.envs import make_env_factory, make_game_factory
 from autotelic.rollout.generate import (
     EpisodeSampler,
     PartialRolloutSampler,
     TreeSampler,
 )
+from autotelic.rollout.selfplay import SelfPlaySampler
 from autotelic.tasks import get_family
 from autotelic.types import Task
 
@@ -98,4 +101,28 @@ def test_episodes_mask_observations_and_record_the_return(policy):
             assert sample.info["return"] in (0.0, 1.0)
             assert all(lp == 0.0 for lp, m in zip(sample.logprobs, mask) if not m)
     assert multi_turn > 0
+    _assert_recorded_logprobs_match(policy, groups, 1.0)
+
+
+def test_selfplay_keeps_a_transcript_per_player_hiding_the_other_card(policy):
+    tasks = _tasks(4, "ta_kuhn_poker", 1)
+    # 128 tokens leave the rambling base model room for a second move (after an invalid first one)
+    groups = SelfPlaySampler(policy, make_game_factory("textarena"), temperature=1.0, max_turns=4).generate(tasks, 3, 128)
+    assert [g.task.meta["player"] for g in groups] == [0, 1] * 4
+    moved_twice = 0
+    for seat0, seat1 in zip(groups[::2], groups[1::2]):
+        cards = {g.task.meta["player"]: re.search(r"Your card is: '(\w)'", g.task.prompt).group(1) for g in (seat0, seat1)}
+        for group in (seat0, seat1):
+            other = cards[1 - group.task.meta["player"]]
+            for sample in group.samples:
+                mask = sample.loss_mask()
+                assert len(mask) == len(sample.token_ids) == len(sample.logprobs)
+                assert all(lp == 0.0 for lp, m in zip(sample.logprobs, mask) if not m)
+                shown = policy.tokenizer.decode(group.prompt_ids + [t for t, m in zip(sample.token_ids, mask) if not m])
+                assert f"Your card is: '{cards[group.task.meta['player']]}'" in shown and f"'{other}'" not in shown
+                assert sample.text == policy.decode([t for t, m in zip(sample.token_ids, mask) if m])
+                moved_twice += sample.info["turns"] > 1
+        for a, b in zip(seat0.samples, seat1.samples):
+            assert a.info["return"] + b.info["return"] == 0 and a.info["return"] in (-1.0, 0.0, 1.0)
+    assert moved_twice > 0, "some player should have moved again, after a masked view"
     _assert_recorded_logprobs_match(policy, groups, 1.0)

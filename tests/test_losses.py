@@ -337,11 +337,12 @@ def test_best_worst_pair():
 # --- registry --------------------------------------------------------------------------------
 
 def test_registry_entries_are_consistent():
-    assert list(ALGORITHMS) == ["grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "online_dpo", "offline_dpo"]
+    assert list(ALGORITHMS) == ["grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "spiral", "online_dpo",
+                                "offline_dpo"]
     for name, spec in ALGORITHMS.items():
         assert spec.name == name and spec.source
         if spec.kind == "policy_gradient":
-            assert spec.advantage in ADVANTAGE_ESTIMATORS
+            assert spec.advantage in ADVANTAGE_ESTIMATORS or spec.advantage == "rae"  # rae: update.RoleBaselines
             PolicyLossSettings(clip_low=spec.clip_low, clip_high=spec.clip_high, ratio_level=spec.ratio_level,
                                loss_agg=spec.loss_agg)  # validates the choices
         else:

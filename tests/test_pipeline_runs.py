@@ -94,7 +94,59 @@ def test_reinforce_pp_on_multi_turn_episodes_with_the_environment_return(tmp_pat
     assert any(r["turns"] > 1 for r in rollouts)
     for row in steps:
         assert 1 <= row["episode/turns"] <= 3
-        assert row["train/trained_tokens"] < row["control/completion_tokens"]  # observations masked
+
+
+def test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume(tmp_path):
+    from autotelic.checkpoint import latest_checkpoint, load_checkpoint
+
+    _, steps, rollouts = _run(tmp_path, "spiral", [
+        "algorithm.name=spiral", "algorithm.rae_decay=0.5", "generate.mode=selfplay", "generate.env=textarena",
+        "curriculum.families=[ta_kuhn_poker]", "curriculum.levels=[1]", "curriculum.name=uniform",
+        "filter.rewards=[{name: env}]", "filter.drop_zero_variance=false", "control.tasks_per_step=2",
+        "generate.group_size=2", "control.max_turns=4", "control.max_new_tokens=32", "generate.temperature=1.0"])
+    roles = ["ta_kuhn_poker/p0", "ta_kuhn_poker/p1"]
+    for step in (1, 2):
+        rows = [r for r in rollouts if r["step"] == step]
+        assert [r["player"] for r in rows] == [0, 0, 1, 1] * 2  # per task: its seat-0 group, then its seat-1 group
+        for task in range(2):  # game i of a task holds row i of both seats' groups: zero-sum
+            seat0, seat1 = rows[4 * task:4 * task + 2], rows[4 * task + 2:4 * task + 4]
+            assert [a["reward"] + b["reward"] for a, b in zip(seat0, seat1)] == [0.0, 0.0]
+            assert all("Your card is" in r["prompt"] for r in seat0 + seat1)
+    for row in steps:
+        assert row["reward/mean"] == 0.0 and row["generate/tasks"] == 4 and row["filter/kept_groups"] == 4
+        # each seat's games come in the same order with opposite rewards, so the baselines mirror
+        assert row[f"train/role_baseline/{roles[0]}"] == pytest.approx(-row[f"train/role_baseline/{roles[1]}"])
+    run_dir = tmp_path / "spiral"
+    saved = load_checkpoint(latest_checkpoint(run_dir))["role_baselines"]["values"]
+    assert saved == {role: steps[-1][f"train/role_baseline/{role}"] for role in roles}
+    resumed = Trainer(load_config(run_dir / "config.yaml"), run_dir, resume=True)
+    assert resumed.baselines is not None and resumed.baselines.values == saved
+
+
+def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and_resumes(tmp_path):
+    from autotelic.train import resume
+
+    _, steps, rollouts = _run(tmp_path, "eva", [
+        "curriculum.name=regret", "curriculum.pool_size=8", "curriculum.evolve.every=1", "curriculum.evolve.variants=2",
+        "curriculum.evolve.fraction=0.5", "curriculum.evolve.max_new_tokens=24", "algorithm.name=rloo",
+        "filter.rewards=[{name: majority_vote}]", "filter.drop_zero_variance=false", "generate.temperature=1.0",
+        "train.checkpoint_every=1"])
+    run_dir = tmp_path / "eva"
+    events = [json.loads(line) for line in (run_dir / "population.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events] == [1, 2]
+    drawn = {step: {r["prompt"] for r in rollouts if r["step"] == step} for step in (1, 2)}
+    assert {seed["prompt"] for seed in events[0]["seeds"]} <= drawn[1]  # seeds are prompts the solver just tried
+    children = [c["prompt"] for c in events[0]["children"]]
+    assert children and not set(children) & drawn[1]  # the real model wrote new prompts
+    assert all(c.endswith("Reply with only the number.") for c in children)  # the families' format, put back
+    assert steps[0]["curriculum/generation"] == 1 and steps[0]["evolve/children"] == len(children)
+    assert set(children) & drawn[2] and steps[1]["curriculum/evolved_share"] >= 0.5  # step 2 trains on them
+    assert all(r["answer"] == "" for r in rollouts if r["prompt"] in children)
+    assert "Prompt population" in (run_dir / "report.html").read_text()
+    summary = resume(run_dir, ["train.steps=3"])
+    events = [json.loads(line) for line in (run_dir / "population.jsonl").read_text().splitlines()]
+    assert summary["steps"] == 3 and [e["step"] for e in events] == [1, 2, 3]
+    assert events[2]["generation"] >= events[1]["generation"] >= 1
 
 
 def test_online_dpo_on_an_eva_prompt_pool(tmp_path):
@@ -162,6 +214,9 @@ def test_bad_combinations_are_named_before_the_model_loads(tmp_path):
         (["algorithm.name=offline_dpo"], "needs algorithm.dataset"),
         (["algorithm.name=ppo"], "unknown algorithm.name 'ppo'"),
         (["generate.mode=partial", "control.early_exit_probe=2"], "early_exit_probe"),
+        (["generate.mode=selfplay"], "generate.mode=selfplay needs generate.env"),
+        (["generate.mode=selfplay", "generate.env=textarena", "control.early_exit_probe=2"], "early_exit_probe"),
+        (["algorithm.name=spiral", "algorithm.rae_decay=1.5"], "rae_decay must lie in"),
     ]:
         config = load_config(None, SMALL + options + [f"logging.runs_dir={tmp_path}"])
         with pytest.raises(TrainingError, match=message):

@@ -4,6 +4,7 @@ import math
 import threading
 
 import pytest
+from scripted import ScriptedBackend
 
 from autotelic.rewards import build_reward
 from autotelic.rewards.checks import FormatReward, LengthPenalty
@@ -187,7 +188,7 @@ def test_build_reward_builds_each_reward():
     assert build_reward("length", {"max_chars": 5}).max_chars == 5
     assert build_reward("majority_vote", {"novelty_weight": 0.1}).novelty_weight == 0.1
     assert build_reward("math_verify", {"timeout_seconds": 2}).timeout_seconds == 2
-    judge = build_reward("judge", {"high": 5}, judge_backend=object())
+    judge = build_reward("judge", {"high": 5}, backend=object())
     assert isinstance(judge, LLMJudge) and judge.high == 5 and judge.rubric == DEFAULT_RUBRIC
 
 
@@ -200,7 +201,7 @@ def test_build_reward_errors():
         build_reward("majority_vote", {"extract": "first_integer"})
     with pytest.raises(ValueError, match="needs option 'pattern'"):
         build_reward("format", {})
-    with pytest.raises(ValueError, match="judge backend"):
+    with pytest.raises(ValueError, match="reward .judge. needs a model backend"):
         build_reward("judge", {})
 
 
@@ -232,30 +233,8 @@ def test_parse_score_respects_other_ranges():
     assert parse_score("6", 0, 5) is None
 
 
-class _ScriptedBackend:
-    """Replies a fixed text per prompt, recording how it was asked; never trains."""
-
-    version = 0
-
-    def __init__(self, replies):
-        self.replies, self.messages, self.generate_calls = replies, [], []
-
-    def encode_prompt(self, user_message):
-        self.messages.append(user_message)
-        return [len(self.messages) - 1]
-
-    def decode(self, token_ids):
-        return self.replies[token_ids[0]]
-
-    def generate(self, prompts, n, max_new_tokens, temperature, top_p=1.0, greedy=False):
-        from autotelic.backends import Completion
-
-        self.generate_calls.append((len(prompts), n, max_new_tokens, greedy))
-        return [[Completion(token_ids=p, logprobs=[0.0], finished=True)] for p in prompts]
-
-
 def test_judge_normalises_scores_counts_parses_and_batches_one_call():
-    backend = _ScriptedBackend(["Score: 10", "1", "no idea", "5.5/10"])
+    backend = ScriptedBackend(["Score: 10", "1", "no idea", "5.5/10"])
     judge = LLMJudge(backend, rubric="Be strict.", max_new_tokens=6)
     values = judge(_task("4", prompt="What is 2 + 2?"), ["4", "5", "four", "2+2"])
     assert values[:2] == [1.0, 0.0] and math.isnan(values[2]) and values[3] == 0.5
@@ -287,3 +266,26 @@ def test_the_real_embedded_model_judges_completions():
         assert all(math.isnan(v) or 0.0 <= v <= 1.0 for v in values)
     assert judge.calls == 4 and 0 <= judge.unparsed <= 4
     assert policy.version == version  # judging never steps the optimizer
+
+
+@pytest.mark.slow
+def test_self_certainty_matches_a_plain_forward_and_prefers_the_models_own_answer():
+    import torch
+
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+
+    policy = HFPolicy(ModelConfig())
+    task = _task("7", prompt="What is 3 + 4? Reply with only the number.")
+    prompt = policy.encode_prompt(task.prompt)
+    [[greedy]] = policy.generate([prompt], 1, 12, greedy=True)
+    own = policy.decode(greedy.token_ids)
+    scrambled = "zebra quantum lattice 19 umbrella"
+    reward = build_reward("self_certainty", {}, backend=policy)
+    values = reward(task, [own, scrambled])
+    assert values[0] > values[1] > 0.0
+    with torch.no_grad():  # the same statistic from one plain forward over prompt + completion
+        completion = policy.encode_completion(scrambled)
+        logits = policy.causal_lm(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1:-1].float()
+        expected = (-math.log(logits.shape[-1]) - torch.log_softmax(logits, -1).mean(-1)).mean().item()
+    assert values[1] == pytest.approx(expected, rel=1e-4)

@@ -40,12 +40,16 @@ class ModelConfig:
 
 @dataclass
 class GenerateConfig:
-    mode: Literal["sample", "tree", "partial", "episode"] = "sample"
+    mode: Literal["sample", "tree", "partial", "episode", "selfplay", "propose", "discussion"] = "sample"
     """sample (n independent samples per task), tree (branch from shared prefixes at high-entropy
-    tokens), partial (long generations pause at a per-step token budget and continue next step) or
-    episode (multi-turn episodes against ``env``; observation tokens are masked from the loss)."""
+    tokens), partial (long generations pause at a per-step token budget and continue next step),
+    episode (multi-turn episodes against ``env``; observation tokens are masked from the loss) or
+    selfplay (the policy plays both seats of the two-player game ``env``, a transcript per player; a
+    group per task and seat) or propose (the policy writes tasks and answers them, see ``propose``) or
+    discussion (CoMAS: agents answer, critique and grade each other's answers, see ``discussion``)."""
     group_size: int = 8
-    """Samples per task (the GRPO group); tree mode adds its branches on top."""
+    """Samples per task (the GRPO group); tree mode adds its branches on top; selfplay: games per task;
+    propose: proposals per proposer prompt; discussion: discussions per task."""
     temperature: float = 0.7
     top_p: float = 1.0
     tree_branches: int = 2
@@ -55,14 +59,18 @@ class GenerateConfig:
     partial_segment_tokens: int = 16
     """Partial mode: tokens generated per sample per step before it pauses."""
     env: str | None = None
-    """Episode mode: the environment name (see ``autotelic.envs``)."""
+    """Episode and selfplay modes: the environment or two-player game name (see ``autotelic.envs``)."""
+    opponent: Literal["self", "frozen"] = "self"
+    """Selfplay: the policy plays itself, or a frozen copy of the initial policy (SPIRAL's fixed-opponent
+    ablation; the policy then takes each seat in every other game and trains on its seats only)."""
 
 
 @dataclass
 class RewardSpec:
     name: str = "verifier"
-    """verifier (the task family's own check), math_verify, majority_vote (label-free), judge (an LLM
-    with a rubric), format, length, or env (the environment's return, episode mode)."""
+    """verifier (the task family's own check), math_verify, unit_tests, majority_vote (label-free, TTRL;
+    option novelty_weight: EVOL-RL), self_certainty (label-free: the policy's confidence), judge (an LLM
+    with a rubric), format, length, or env (the environment's or game's return)."""
     weight: float = 1.0
     options: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the reward (e.g. judge: {model: policy, rubric: ...}; format: {pattern: ...})."""
@@ -105,7 +113,7 @@ class ControlConfig:
     samples are left out of the loss)."""
     overlong_buffer: int = 8
     max_turns: int = 4
-    """Episode mode: turns per episode at most."""
+    """Episode mode: turns per episode at most; selfplay: moves per game, both players' together."""
 
 
 @dataclass
@@ -123,10 +131,33 @@ class ReplayConfig:
 
 
 @dataclass
+class EvolveConfig:
+    """eva's creator: the regret curriculum's prompts are rewritten by an LLM where the solver's samples
+    disagree most. Evolved prompts have no reference answer, so they need a label-free reward."""
+
+    every: int = 0
+    """Evolve after every N rounds of observation (one per step; more with filter.dynamic_sampling); 0: never
+    (a fixed prompt pool, eva's no-evolution ablation)."""
+    fraction: float = 0.25
+    """Share of the prompts observed since the last evolution that seed it, drawn by informativeness."""
+    variants: int = 4
+    """New prompts written from each seed."""
+    old_fraction: float = 0.25
+    """Share of each step's tasks drawn from earlier generations; the rest come from the newest."""
+    model: str = "policy"
+    """The evolver: the policy being trained, or a local model directory (frozen)."""
+    operations: list[str] = field(default_factory=lambda: ["harder", "specific", "topic"])
+    """Evol-Instruct rewrites, used in turn: harder, specific, topic."""
+    temperature: float = 0.9
+    max_new_tokens: int = 64
+
+
+@dataclass
 class CurriculumConfig:
-    name: Literal["learnability", "sec", "uniform", "regret"] = "learnability"
+    name: Literal["learnability", "sec", "uniform", "regret", "test_time"] = "learnability"
     """learnability (bandit over family x level, value p(1-p)), sec (bandit, value = mean |advantage|,
-    Self-Evolving Curriculum), uniform, or regret (eva: a prompt pool drawn by informativeness)."""
+    Self-Evolving Curriculum), uniform, regret (eva: a prompt pool drawn by informativeness) or test_time
+    (TTRL: the pool is the held-out prompts themselves, their answers never read; needs a label-free reward)."""
     families: list[str] = field(default_factory=lambda: ["add", "compare", "successor", "rg_chain_sum"])
     levels: list[int] = field(default_factory=lambda: [1, 2, 3])
     temperature: float = 0.1
@@ -143,6 +174,8 @@ class CurriculumConfig:
     """regret: informativeness of a prompt (gap, regret, variance, loo, top2)."""
     gate: list[float] | None = None
     """regret: learnability gate, keep prompts whose pass rate lies in [low, high]."""
+    evolve: EvolveConfig = field(default_factory=EvolveConfig)
+    """regret: eva's prompt evolution (off unless evolve.every > 0)."""
     prefix_fraction: float = 0.0
     """ReST-GRPO: share of each step's tasks that are partial-solution prompts, cut before code lines from
     the solver's correct answers (0 disables)."""
@@ -157,7 +190,7 @@ class CurriculumConfig:
 @dataclass
 class AlgorithmConfig:
     name: str = "grpo"
-    """grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp, online_dpo or offline_dpo."""
+    """grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp, spiral, online_dpo or offline_dpo."""
     lr: float = 2e-5
     clip_low: float | None = None
     """None: the algorithm's own (0.2; GSPO 3e-4)."""
@@ -168,6 +201,8 @@ class AlgorithmConfig:
     beta: float = 0.0
     """KL coefficient to the reference policy (0 disables the reference forward)."""
     kl_estimator: Literal["k1", "k3"] = "k3"
+    rae_decay: float = 0.95
+    """spiral: each role's baseline is an average of its rewards, b <- decay * b + (1 - decay) * r."""
     dpo_beta: float = 0.1
     dpo_label_smoothing: float = 0.0
     dataset: str | None = None
@@ -272,6 +307,53 @@ class LoggingConfig:
 
 
 @dataclass
+class ProposeConfig:
+    """generate.mode=propose (R-Zero / Agent0): the policy proposes tasks, answers each ``answers_per_task``
+    times, and p is the share of answers agreeing with their majority. Rewards: proposer min(p, 1 - p) minus
+    a repetition penalty plus a tool bonus; executor 1 for the majority answer (pseudo-label), else 0."""
+
+    answers_per_task: int = 8
+    """Executor answers per proposed task (the vote, and the executor's group)."""
+    band: list[float] = field(default_factory=lambda: [0.3, 0.8])
+    """Proposed tasks whose p lies in [low, high] train the executor; the others are dropped as out_of_band."""
+    repetition_penalty: float = 1.0
+    """Weight of R-Zero's penalty |cluster| / proposals for near-duplicate proposals within a step."""
+    duplicate_threshold: float = 0.5
+    """Proposals whose word 3-gram Jaccard similarity reaches this are one cluster (single link)."""
+    tool_bonus: float = 0.1
+    """Proposer bonus per unit share of the task's executor answers that called a tool (executor_tools)."""
+    invalid_reward: float = -1.0
+    """Proposer reward for a proposal with no readable question (or a copy of its example)."""
+    phase_steps: int = 0
+    """Alternate roles: train the proposer this many steps, then the executor as many, and so on; 0 trains
+    both every step."""
+    show_example: bool = True
+    """Show the proposer one task of curriculum.families (question only) as a style example."""
+    executor_tools: Literal["python", "calculator"] | None = None
+    """The executor answers in multi-turn episodes with this tool (control.max_turns); None: one plain reply."""
+
+
+@dataclass
+class DiscussionConfig:
+    """generate.mode=discussion (CoMAS): ``agents`` policies discuss each task for ``rounds`` rounds; in each,
+    a solver answers, an evaluator lists its errors and a scorer grades it. Rewards: solver the normalised
+    grade s, evaluator 1 - s, scorer 0 for a readable grade, ``unparsed_penalty`` otherwise."""
+
+    agents: int = 2
+    """Policies, each a model of its own (model.lora: LoRA or full fine-tuning) trained on its own turns;
+    1: one agent plays every role (the single-agent ablation)."""
+    rounds: int = 2
+    """Rounds per discussion; the solver of a round sees every earlier round."""
+    grade_low: int = 1
+    grade_high: int = 3
+    """The scorer grades from grade_low (wrong) to grade_high (correct)."""
+    unparsed_penalty: float = -1.0
+    """The scorer's reward when its grade cannot be read (a readable grade earns 0)."""
+    grade_tokens: int = 8
+    """New tokens a scorer's turn may take at most (other turns: control.max_new_tokens)."""
+
+
+@dataclass
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     generate: GenerateConfig = field(default_factory=GenerateConfig)
@@ -283,6 +365,8 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     value: ValueConfig = field(default_factory=ValueConfig)
+    propose: ProposeConfig = field(default_factory=ProposeConfig)
+    discussion: DiscussionConfig = field(default_factory=DiscussionConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 

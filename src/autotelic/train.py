@@ -34,12 +34,20 @@ from autotelic.curricula import (
     PrefixCurriculum,
     PromptPoolCurriculum,
 )
-from autotelic.envs import make_env_factory
+from autotelic.curricula.evolve import OPERATIONS, EvolvingPromptPool, PromptEvolver
+from autotelic.envs import make_env_factory, make_game_factory
 from autotelic.evaluate import DECODINGS, EvalResult, evaluate, heldout_tasks
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rewards import build_reward, reward_names
 from autotelic.rollout.control import Budget
+from autotelic.rollout.discussion import (
+    LOGGED_INFO,
+    DiscussionSampler,
+    agent_of,
+    discussion_metrics,
+    evaluate_discussion,
+)
 from autotelic.rollout.filter import (
     GroupFilter,
     MinStdFilter,
@@ -59,10 +67,13 @@ from autotelic.rollout.generate import (
     TreeSampler,
 )
 from autotelic.rollout.pipeline import RolloutPipeline
+from autotelic.rollout.propose import ProposerReward, ProposeSampler, proposal_metrics
 from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
-from autotelic.types import Group
+from autotelic.rollout.selfplay import SelfPlaySampler
+from autotelic.types import Group, Task
 from autotelic.update import (
     PreferencePair,
+    RoleBaselines,
     dpo_update,
     load_pairs,
     policy_gradient_update,
@@ -73,6 +84,8 @@ from autotelic.vm_mcts import evaluate_decodings, train_value_model
 log = logging.getLogger(__name__)
 
 MAX_CONSECUTIVE_FAILED_STEPS = 3
+# Rewards that compare against Task.answer (or hidden tests): meaningless on prompts an LLM wrote.
+LABELLED_REWARDS = {"verifier", "math_verify", "unit_tests"}
 
 
 class TrainingError(RuntimeError):
@@ -97,6 +110,7 @@ class TrainState:
     eval_before: dict[str, Any] | None = None
     evals: list[dict[str, Any]] = field(default_factory=list)  # {"step", "accuracy", ...} over time
     pairs_seen: int = 0  # offline DPO: position in the (shuffled, cycled) preference dataset
+    discussion_before: dict[str, Any] | None = None  # CoMAS: each agent alone and their discussion, before training
 
 
 # ---- building the stages from the config -------------------------------------------------------
@@ -107,12 +121,35 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     if mode == "tree" and spec.advantage not in ("grpo", "dr_grpo"):
         problems.append(f"generate.mode=tree credits tree segments with group baselines: use a GRPO-family "
                         f"algorithm (grpo, dr_grpo, dapo, gspo), not {spec.name}")
-    if control.early_exit_probe is not None and mode in ("tree", "partial"):
+    if control.early_exit_probe is not None and mode in ("tree", "partial", "selfplay"):
         problems.append(f"control.early_exit_probe works with generate.mode sample or episode, not {mode}")
-    if mode == "episode" and config.generate.env is None:
-        problems.append("generate.mode=episode needs generate.env (e.g. guess_number)")
-    if config.generate.env is not None:
-        make_env_factory(config.generate.env)  # an unknown name stops here, with the known ones listed
+    if mode in ("episode", "selfplay") and config.generate.env is None:
+        example = "textarena" if mode == "selfplay" else "guess_number"
+        problems.append(f"generate.mode={mode} needs generate.env (e.g. {example})")
+    if config.generate.env is not None:  # an unknown name stops here, with the known ones listed
+        (make_game_factory if mode == "selfplay" else make_env_factory)(config.generate.env)
+    if config.generate.opponent != "self" and mode != "selfplay":
+        problems.append(f"generate.opponent={config.generate.opponent} needs generate.mode=selfplay, not {mode}")
+    if spec.advantage == "rae" and not 0 <= config.algorithm.rae_decay <= 1:
+        problems.append(f"algorithm.rae_decay must lie in [0, 1], got {config.algorithm.rae_decay}")
+    labelled = [r.name for r in config.filter.rewards if r.name in LABELLED_REWARDS]
+    if config.curriculum.name == "test_time" and labelled:
+        problems.append(f"curriculum.name=test_time trains on the held-out prompts, so reward '{labelled[0]}' would "
+                        "read their answers: use a label-free reward (majority_vote, self_certainty, judge)")
+    evolve = config.curriculum.evolve
+    if evolve.every:
+        if config.curriculum.name != "regret":
+            problems.append("curriculum.evolve.every > 0 evolves the prompt pool of curriculum.name=regret, "
+                            f"not {config.curriculum.name}")
+        if labelled:
+            problems.append(f"evolved prompts have no reference answer, so reward '{labelled[0]}' cannot score "
+                            "them: use a label-free reward (majority_vote, self_certainty, judge)")
+        unknown = [op for op in evolve.operations if op not in OPERATIONS]
+        if unknown or not evolve.operations:
+            problems.append(f"unknown curriculum.evolve.operations entry '{unknown[0] if unknown else ''}'; "
+                            f"valid: {', '.join(OPERATIONS)}")
+        if evolve.variants < 1:
+            problems.append(f"curriculum.evolve.variants must be at least 1, got {evolve.variants}")
     if spec.name == "offline_dpo" and config.algorithm.dataset is None:
         problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
     known_rewards = [*reward_names(), "env"]
@@ -120,12 +157,67 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
                  for r in config.filter.rewards if r.name not in known_rewards]
     problems += [f"unknown decoding '{d}' in value.decodings; valid: {', '.join(DECODINGS)}"
                  for d in config.value.decodings if d not in DECODINGS]
+    if mode == "propose":
+        problems += propose_problems(config)
+    if mode == "discussion":
+        problems += discussion_problems(config, spec)
     if problems:
         raise TrainingError("; ".join(problems))
 
 
-def build_curriculum(config: RunConfig, exclude: set[str]) -> Curriculum:
+def propose_problems(config: RunConfig) -> list[str]:
+    """generate.mode=propose: settings its one proposer-executor round per step cannot honour."""
+    cfg, problems = config.propose, []
+    if [r.name for r in config.filter.rewards] != ["env"]:
+        problems.append("generate.mode=propose pays both roles itself (in the env return): use "
+                        "filter.rewards=[{name: env}]")
+    if config.filter.dynamic_sampling or config.control.early_exit_probe or config.control.max_tokens_per_step:
+        problems.append("generate.mode=propose runs one proposer-executor round per step: turn off "
+                        "filter.dynamic_sampling, control.early_exit_probe and control.max_tokens_per_step")
+    if config.generate.env is not None:
+        problems.append("generate.mode=propose gives the executor a tool by propose.executor_tools, not generate.env")
+    if cfg.answers_per_task < 2:
+        problems.append(f"propose.answers_per_task must be at least 2 (a vote), got {cfg.answers_per_task}")
+    if len(cfg.band) != 2 or not 0 <= cfg.band[0] <= cfg.band[1] <= 1:
+        problems.append(f"propose.band must be [low, high] within [0, 1], got {cfg.band}")
+    if not 0 < cfg.duplicate_threshold <= 1:
+        problems.append(f"propose.duplicate_threshold must lie in (0, 1], got {cfg.duplicate_threshold}")
+    if cfg.phase_steps < 0:
+        problems.append(f"propose.phase_steps must be 0 (both roles every step) or more, got {cfg.phase_steps}")
+    return problems
+
+
+def discussion_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
+    """generate.mode=discussion (CoMAS): settings its grade-paid, per-agent training cannot honour."""
+    cfg, problems = config.discussion, []
+    if [r.name for r in config.filter.rewards] != ["env"]:
+        problems.append("generate.mode=discussion pays every turn from the agents' grades (in the env return), "
+                        "never from the answer key: use filter.rewards=[{name: env}]")
+    if spec.advantage == "rae" or spec.name == "offline_dpo":
+        problems.append(f"generate.mode=discussion trains each agent on its turns of this step's discussions, "
+                        f"baselined within (task, round, role) groups: use another algorithm than {spec.name}")
+    if config.replay.name != "on_policy" or config.control.early_exit_probe or config.curriculum.prefix_fraction:
+        problems.append("generate.mode=discussion trains on whole fresh discussions: use replay.name=on_policy, "
+                        "no control.early_exit_probe and no curriculum.prefix_fraction")
+    if config.curriculum.name in ("learnability", "regret"):
+        problems.append(f"curriculum.name={config.curriculum.name} reads rewards as pass rates, which grades are "
+                        "not: use uniform or sec with generate.mode=discussion")
+    if min(cfg.agents, cfg.rounds, cfg.grade_tokens) < 1:
+        problems.append(f"discussion.agents, rounds and grade_tokens must be at least 1, got {cfg.agents}, "
+                        f"{cfg.rounds} and {cfg.grade_tokens}")
+    if cfg.grade_low >= cfg.grade_high:
+        problems.append(f"discussion.grade_low must be below discussion.grade_high, got "
+                        f"[{cfg.grade_low}, {cfg.grade_high}]")
+    if cfg.unparsed_penalty > 0:
+        problems.append(f"discussion.unparsed_penalty must be at most 0 (a penalty), got {cfg.unparsed_penalty}")
+    return problems
+
+
+def build_curriculum(config: RunConfig, heldout: list[Task]) -> Curriculum:
     cur, seed = config.curriculum, config.train.seed
+    if cur.name == "test_time":  # TTRL: adapt on the evaluation prompts, scored without their labels
+        return PromptPoolCurriculum(list(heldout), seed=seed, metric=cur.metric)
+    exclude = {t.uid for t in heldout}
     bandit = BanditCurriculum(cur.families, cur.levels, seed=seed, exclude=exclude,
                               value="learnability" if cur.name == "regret" else cur.name,
                               temperature=cur.temperature, ema=cur.ema, alpha=cur.ema,
@@ -134,12 +226,22 @@ def build_curriculum(config: RunConfig, exclude: set[str]) -> Curriculum:
     if cur.name == "regret":  # eva: a pool of concrete prompts drawn from the families once, then by informativeness
         gate = tuple(cur.gate) if cur.gate is not None else None
         curriculum = PromptPoolCurriculum(bandit.next_tasks(cur.pool_size), seed=seed, metric=cur.metric, gate=gate)
+        if cur.evolve.every:
+            evolve = cur.evolve
+            curriculum = EvolvingPromptPool(curriculum, evolve.every, evolve.fraction, evolve.old_fraction, seed)
     if cur.prefix_fraction > 0:
         if not 0 < cur.prefix_fraction <= 1:
             raise TrainingError(f"curriculum.prefix_fraction must lie in (0, 1], got {cur.prefix_fraction}")
         curriculum = PrefixCurriculum(curriculum, cur.prefix_fraction, cur.prefix_per_solution, cur.prefix_decay,
                                       cur.prefix_min_reward, seed=seed)
     return curriculum
+
+
+def build_evolver(config: RunConfig, policy: HFPolicy) -> PromptEvolver:
+    evolve = config.curriculum.evolve
+    backend = policy if evolve.model == "policy" else HFPolicy(ModelConfig(path=evolve.model,
+                                                                           threads=config.model.threads))
+    return PromptEvolver(backend, list(evolve.operations), evolve.variants, evolve.temperature, evolve.max_new_tokens)
 
 
 def build_scorer(config: RunConfig, policy: HFPolicy) -> Scorer:
@@ -150,7 +252,7 @@ def build_scorer(config: RunConfig, policy: HFPolicy) -> Scorer:
             parts.append((env_return, spec.weight))
             continue
         options = dict(spec.options)
-        backend = None
+        backend = policy if spec.name == "self_certainty" else None  # confidence of the policy being trained
         if spec.name == "judge":  # the policy itself, or another local model as a frozen judge
             model = options.pop("model", "policy")
             if model == "policy":
@@ -158,7 +260,7 @@ def build_scorer(config: RunConfig, policy: HFPolicy) -> Scorer:
             else:
                 backend = judges.setdefault(model, HFPolicy(ModelConfig(path=model, threads=config.model.threads)))
         try:
-            reward = build_reward(spec.name, options, judge_backend=backend)
+            reward = build_reward(spec.name, options, backend=backend)
         except ValueError as error:
             raise TrainingError(f"filter.rewards: {error}") from None
         parts.append((completion_scorer(reward), spec.weight))
@@ -179,8 +281,16 @@ def build_filters(config: RunConfig) -> list[GroupFilter]:
     return filters
 
 
-def build_generator(config: RunConfig, policy: HFPolicy) -> RolloutWorker:
+def build_discussion(config: RunConfig, agents: list[HFPolicy], greedy: bool = False) -> DiscussionSampler:
+    cfg, gen = config.discussion, config.generate
+    return DiscussionSampler(agents, cfg.rounds, cfg.grade_low, cfg.grade_high, cfg.unparsed_penalty,
+                             cfg.grade_tokens, gen.temperature, gen.top_p, greedy)
+
+
+def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] | None = None) -> RolloutWorker:
     gen = config.generate
+    if gen.mode == "discussion":
+        return build_discussion(config, agents or [policy])
     if gen.mode == "tree":
         return TreeSampler(policy, gen.temperature, gen.top_p, gen.tree_branches, gen.tree_branch_samples)
     if gen.mode == "partial":
@@ -188,15 +298,26 @@ def build_generator(config: RunConfig, policy: HFPolicy) -> RolloutWorker:
     if gen.mode == "episode":
         return EpisodeSampler(policy, make_env_factory(gen.env), gen.temperature, gen.top_p,
                               config.control.max_turns)
+    if gen.mode == "selfplay":
+        opponent = HFPolicy(config.model, seed=config.train.seed) if gen.opponent == "frozen" else None  # never updated
+        return SelfPlaySampler(policy, make_game_factory(gen.env), gen.temperature, gen.top_p,
+                               config.control.max_turns, opponent)
+    if gen.mode == "propose":
+        cfg = config.propose
+        reward = ProposerReward(cfg.repetition_penalty, cfg.duplicate_threshold, cfg.tool_bonus, cfg.invalid_reward)
+        tools = make_env_factory(cfg.executor_tools) if cfg.executor_tools else None
+        return ProposeSampler(policy, cfg.answers_per_task, tuple(cfg.band), reward, cfg.phase_steps, cfg.show_example,
+                              gen.temperature, gen.top_p, tools, config.control.max_turns)
     return PolicySampler(policy, gen.temperature, gen.top_p)
 
 
-def build_pipeline(config: RunConfig, policy: HFPolicy, curriculum: Curriculum) -> RolloutPipeline:
+def build_pipeline(config: RunConfig, policy: HFPolicy, curriculum: Curriculum,
+                   agents: list[HFPolicy] | None = None) -> RolloutPipeline:
     control, cfg = config.control, config.filter
     replay = (ReplayBuffer(config.replay.capacity, config.replay.max_staleness, config.replay.replay_groups,
                            config.replay.max_reuse) if config.replay.name == "buffer" else OnPolicyBuffer())
     return RolloutPipeline(
-        curriculum=curriculum, generator=build_generator(config, policy), scorer=build_scorer(config, policy),
+        curriculum=curriculum, generator=build_generator(config, policy, agents), scorer=build_scorer(config, policy),
         filters=build_filters(config),
         budget=Budget(control.tasks_per_step, config.generate.group_size, control.max_new_tokens,
                       control.max_tokens_per_step),
@@ -221,12 +342,20 @@ class Trainer:
         torch.manual_seed(config.train.seed)
         cur = config.curriculum
         self.heldout = heldout_tasks(cur.families, config.eval.levels, config.eval.per_level, config.eval.seed)
-        self.curriculum = build_curriculum(config, exclude={t.uid for t in self.heldout})
+        self.curriculum = build_curriculum(config, self.heldout)
         self.pairs = load_pairs(config.algorithm.dataset) if self.spec.name == "offline_dpo" else None
+        self.baselines = RoleBaselines(config.algorithm.rae_decay) if self.spec.advantage == "rae" else None
         algo = config.algorithm  # the model loads last: bad settings fail before it is read
         self.policy = HFPolicy(config.model, lr=algo.lr, weight_decay=algo.weight_decay,
                                max_grad_norm=algo.max_grad_norm, seed=config.train.seed)
-        self.pipeline = build_pipeline(config, self.policy, self.curriculum)
+        self.discussion = config.generate.mode == "discussion"
+        others = range(1, config.discussion.agents) if self.discussion else range(0)
+        self.agents = [self.policy] + [HFPolicy(config.model, lr=algo.lr, weight_decay=algo.weight_decay,
+                                                max_grad_norm=algo.max_grad_norm, seed=config.train.seed + i)
+                                       for i in others]  # CoMAS: a model per agent; otherwise the policy alone
+        if isinstance(self.curriculum, EvolvingPromptPool):
+            self.curriculum.attach(build_evolver(config, self.policy))
+        self.pipeline = build_pipeline(config, self.policy, self.curriculum, self.agents)
         self.checkpoints = CheckpointWriter(run_dir, config.train.keep_checkpoints)
         self.state = TrainState()
         if resume:
@@ -239,13 +368,12 @@ class Trainer:
         generator = self.pipeline.generator
         payload = {
             "state": copy.deepcopy(self.state.__dict__),
-            "trainable": self.policy.trainable_state(),
-            "optimizer": self.policy.optimizer.state_dict(),
-            "policy_version": self.policy.version,
-            "generator": self.policy.generator.get_state(),
+            **_agent_state(self.policy),
+            "agents": [_agent_state(agent) for agent in self.agents[1:]],  # CoMAS: the other agents
             "curriculum": self.curriculum.state_dict(),
             "replay": copy.deepcopy(self.pipeline.replay.state_dict()),
             "pending_rollouts": generator.state_dict() if hasattr(generator, "state_dict") else None,
+            "role_baselines": self.baselines.state_dict() if self.baselines is not None else None,
             "torch_rng": torch.get_rng_state(),
         }
         self.checkpoints.save(self.state.step, payload)
@@ -254,28 +382,40 @@ class Trainer:
         path = latest_checkpoint(self.run_dir)
         if path is not None:  # else: killed before the first checkpoint, start over in the same directory
             self._load(load_checkpoint(path))
-        for name in ("metrics.jsonl", "rollouts.jsonl"):  # drop rows of steps after the checkpoint
+        for name in ("metrics.jsonl", "rollouts.jsonl", "population.jsonl"):  # drop rows of steps after the checkpoint
             _truncate_jsonl(self.run_dir / name, self.state.step)
 
     def _load(self, payload: dict[str, Any]) -> None:
         self.state = TrainState(**payload["state"])
-        self.policy.load_trainable_state(payload["trainable"])
-        self.policy.optimizer.load_state_dict(payload["optimizer"])
-        self.policy.version = payload["policy_version"]
-        self.policy.generator.set_state(payload["generator"])
+        others = payload.get("agents", [])
+        if len(others) != len(self.agents) - 1:
+            raise TrainingError(f"the checkpoint holds {len(others) + 1} agents, the config {len(self.agents)}")
+        for agent, saved in zip(self.agents, [payload, *others]):
+            _load_agent_state(agent, saved)
         self.curriculum.load_state_dict(payload["curriculum"])
         self.pipeline.replay.load_state_dict(payload["replay"])
         if payload["pending_rollouts"] is not None:
             self.pipeline.generator.load_state_dict(payload["pending_rollouts"])
+        if self.baselines is not None and payload.get("role_baselines") is not None:  # None: saved by another algorithm
+            self.baselines.load_state_dict(payload["role_baselines"])
         torch.set_rng_state(payload["torch_rng"])
 
     # ---- evaluation ------------------------------------------------------------------------
-    def _evaluate(self, tag: str) -> EvalResult:
-        result = evaluate(self.policy, self.heldout, self.config.eval.max_new_tokens, self.config.eval.batch_size)
-        with (self.run_dir / f"eval_{tag}.jsonl").open("w") as file:
-            for record in result.records:
-                file.write(json.dumps(record) + "\n")
+    def _evaluate(self, tag: str, policy: HFPolicy | None = None) -> EvalResult:
+        result = evaluate(policy or self.policy, self.heldout, self.config.eval.max_new_tokens,
+                          self.config.eval.batch_size)
+        _write_jsonl(self.run_dir / f"eval_{tag}.jsonl", result.records)
         return result
+
+    def _evaluate_discussion(self, tag: str, first: EvalResult) -> dict[str, Any]:
+        """CoMAS: each agent's held-out accuracy alone (greedy; agent 0's is ``first``), then the agents'
+        greedy discussion of every held-out task (records in eval_<tag>_discussion.jsonl)."""
+        alone = [first.accuracy] + [self._evaluate(f"{tag}_agent{i}", agent).accuracy
+                                    for i, agent in enumerate(self.agents[1:], 1)]
+        summary, records = evaluate_discussion(build_discussion(self.config, self.agents, greedy=True), self.heldout,
+                                               self.config.eval.max_new_tokens, self.config.eval.batch_size)
+        _write_jsonl(self.run_dir / f"eval_{tag}_discussion.jsonl", records)
+        return {"agents": alone, "discussion": summary}
 
     def _value_stage(self, say) -> dict[str, Any]:
         """VM-MCTS after training: value targets by search, the value model, held-out decodings."""
@@ -292,7 +432,6 @@ class Trainer:
 
     # ---- one step --------------------------------------------------------------------------
     def step(self) -> dict[str, float]:
-        config = self.config
         started = time.perf_counter()
         if self.pairs is not None:
             return self._offline_dpo_step(started)
@@ -301,11 +440,11 @@ class Trainer:
         generated = time.perf_counter()
         if rollouts.batch:
             self.checkpoints.wait()  # the update mutates the tensors a checkpoint may still be writing
-            if self.spec.kind == "dpo":
-                metrics.update(dpo_update(self.policy, rollout_pairs(rollouts.batch), config.algorithm))
-            else:
-                metrics.update(policy_gradient_update(self.policy, rollouts.batch, self.spec, config.algorithm,
-                                                      config.generate.temperature, config.control.max_new_tokens))
+        for index, agent in enumerate(self.agents):  # each agent learns from its own groups only
+            batch = [g for g in rollouts.batch if agent_of(g) == index]
+            if batch:
+                update = self._update(agent, batch)
+                metrics.update(update if len(self.agents) == 1 else {f"agent{index}/{k}": v for k, v in update.items()})
         finished = time.perf_counter()
         groups = rollouts.groups
         tokens = sum(g.num_completion_tokens for g in groups)
@@ -332,13 +471,32 @@ class Trainer:
                 metrics["tools/calls_per_episode"] = calls / len(episodes)
                 metrics["tools/success_rate"] = successes / calls if calls else 0.0
         metrics.update({f"curriculum/share/{arm}": p for arm, p in self.curriculum.mix().items()})
+        metrics.update(proposal_metrics(groups))
+        if self.discussion:
+            metrics.update(discussion_metrics(groups))
         pending = getattr(self.pipeline.generator, "pending", None)
         if pending is not None:  # partial rollouts still paused mid-generation
             metrics["generate/pending_groups"] = float(len(pending))
         self.state.completion_tokens += tokens
         self.state.train_seconds += finished - started
         self._write_rollouts(groups)
+        self._write_population()
         return metrics
+
+    def _write_population(self) -> None:
+        """eva: each prompt evolution of this step (seeds, their informativeness, the new prompts)."""
+        if not isinstance(self.curriculum, EvolvingPromptPool):
+            return
+        with (self.run_dir / "population.jsonl").open("a") as file:
+            for event in self.curriculum.take_events():
+                file.write(json.dumps({"step": self.state.step + 1, **event}) + "\n")
+
+    def _update(self, policy: HFPolicy, batch: list[Group]) -> dict[str, float]:
+        config = self.config
+        if self.spec.kind == "dpo":
+            return dpo_update(policy, rollout_pairs(batch), config.algorithm)
+        return policy_gradient_update(policy, batch, self.spec, config.algorithm, config.generate.temperature,
+                                      config.control.max_new_tokens, self.baselines)
 
     def _offline_dpo_step(self, started: float) -> dict[str, float]:
         """Offline DPO: the next ``tasks_per_step`` pairs of the dataset (reshuffled every epoch)."""
@@ -371,7 +529,10 @@ class Trainer:
              "reward": s.reward if s.reward is not None and math.isfinite(s.reward) else None,
              "kept": g.kept, "filter": g.dropped_by or "kept", "policy_version": s.policy_version,
              **({"parent": s.parent, "branch_at": s.branch_at} if s.parent is not None else {}),
-             **({"turns": s.info["turns"], "observations": s.info["observations"]} if "turns" in s.info else {})}
+             **({"turns": s.info["turns"], "observations": s.info["observations"]} if "turns" in s.info else {}),
+             **({"player": s.info["player"]} if "player" in s.info else {}),
+             **({"proposal": s.info["proposal"]} if "proposal" in s.info else {}),
+             **{key: s.info[key] for key in LOGGED_INFO if key in s.info}}
             for g in groups for s in g.samples
         ][:limit]
         with (self.run_dir / "rollouts.jsonl").open("a") as file:
@@ -390,6 +551,10 @@ class Trainer:
                 before = self._evaluate("before")
                 state.eval_before = before.summary()
                 state.evals.append({"step": 0, "accuracy": before.accuracy})
+                if self.discussion:
+                    state.discussion_before = self._evaluate_discussion("before", before)
+            if self.discussion:
+                say(f"CoMAS before training: {_show_discussion(state.discussion_before)}")
             say(f"held-out accuracy before training: {state.eval_before['accuracy']:.1%} "
                 f"({len(self.heldout)} tasks, greedy)")
             failed_steps = 0
@@ -426,7 +591,10 @@ class Trainer:
             after = self._evaluate("after")
             state.evals.append({"step": state.step, "accuracy": after.accuracy})
             sink.log(state.step, {"eval/accuracy": after.accuracy})
+            discussion_after = self._evaluate_discussion("after", after) if self.discussion else None
             self.policy.export(self.run_dir / "model")
+            for index, agent in enumerate(self.agents[1:], 1):
+                agent.export(self.run_dir / "agents" / str(index))
             state.wall_seconds += time.perf_counter() - run_started
             self._checkpoint()
             self.checkpoints.wait()
@@ -437,6 +605,8 @@ class Trainer:
                 "completion_tokens": state.completion_tokens, "heldout_tasks": len(self.heldout),
                 "model_dir": str(self.run_dir / "model"), "evals": state.evals,
                 **({"value": value} if value is not None else {}),
+                **({"comas": {"before": state.discussion_before, "after": discussion_after}}
+                   if self.discussion else {}),
             }
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         finally:
@@ -445,9 +615,34 @@ class Trainer:
         from autotelic.report.html import write_report
 
         write_report(self.run_dir)
+        if self.discussion:
+            say(f"CoMAS after training: {_show_discussion(discussion_after)}")
         say(f"held-out accuracy: before {state.eval_before['accuracy']:.1%} -> after {after.accuracy:.1%} "
             f"after {state.step} steps in {state.wall_seconds / 60:.1f} min; run directory {self.run_dir}")
         return summary
+
+
+def _agent_state(policy: HFPolicy) -> dict[str, Any]:
+    return {"trainable": policy.trainable_state(), "optimizer": policy.optimizer.state_dict(),
+            "policy_version": policy.version, "generator": policy.generator.get_state()}
+
+
+def _load_agent_state(policy: HFPolicy, saved: dict[str, Any]) -> None:
+    policy.load_trainable_state(saved["trainable"])
+    policy.optimizer.load_state_dict(saved["optimizer"])
+    policy.version = saved["policy_version"]
+    policy.generator.set_state(saved["generator"])
+
+
+def _show_discussion(result: dict[str, Any]) -> str:
+    alone = ", ".join(f"{accuracy:.1%}" for accuracy in result["agents"])
+    return f"agents alone {alone}; discussion {result['discussion']['accuracy']:.1%} (last round's answer)"
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w") as file:
+        for row in rows:
+            file.write(json.dumps(row) + "\n")
 
 
 def _truncate_jsonl(path: Path, last_step: int) -> None:

@@ -3,15 +3,17 @@
 Policy-gradient algorithms (GRPO and its family) train on every sample with its advantage; DPO
 algorithms train on (chosen, rejected) pairs, from the best and worst sample of each rollout group
 (online) or from a dataset (offline). Micro-batches accumulate to exactly the full-batch gradient:
-every loss is divided by the whole batch's normalizer.
+every loss is divided by the whole batch's normalizer. ``RoleBaselines`` keeps RAE's per-role reward
+averages (``algorithm.name=spiral``) from step to step; the trainer checkpoints them.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -22,11 +24,12 @@ from autotelic.algorithms import (
     best_worst_pair,
     dpo_loss,
     policy_loss,
+    rae_advantages,
     tree_advantages,
 )
 from autotelic.backends import PolicyBackend
 from autotelic.config import AlgorithmConfig
-from autotelic.types import Group
+from autotelic.types import Group, Sample
 
 
 def _pad(rows: list[list[float]], width: int) -> torch.Tensor:
@@ -55,9 +58,43 @@ class _Targets:
     masks: list[list[int]]
 
 
-def _targets(groups: list[Group], spec: AlgorithmSpec) -> _Targets:
+def role_of(group: Group, sample: Sample) -> str:
+    """RAE's role: the game and the seat a self-play sample played (its family alone for other samples)."""
+    player = sample.info.get("player")
+    return group.task.family if player is None else f"{group.task.family}/p{player}"
+
+
+@dataclass
+class RoleBaselines:
+    """RAE's state: each role's reward average, carried across steps and checkpointed with the run.
+    Replayed groups (``replay.name=buffer``) enter the averages again when they are trained again."""
+
+    decay: float = 0.95
+    values: dict[str, float] = field(default_factory=dict)
+
+    def advantages(self, groups: list[Group]) -> list[float]:
+        roles = [role_of(g, s) for g in groups for s in g.samples]
+        rewards_B = torch.tensor([r for g in groups for r in g.rewards])
+        advantages_B, self.values = rae_advantages(rewards_B, roles, self.values, self.decay)
+        return advantages_B.tolist()
+
+    def metrics(self) -> dict[str, float]:
+        return {f"train/role_baseline/{role}": value for role, value in self.values.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"values": dict(self.values)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.values = dict(state["values"])
+
+
+def _targets(groups: list[Group], spec: AlgorithmSpec, baselines: RoleBaselines | None = None) -> _Targets:
     samples = [s for g in groups for s in g.samples]
     masks = [s.loss_mask() for s in samples]
+    if spec.advantage == "rae":
+        if baselines is None:
+            raise ValueError(f"algorithm {spec.name} needs the run's RoleBaselines")
+        return _Targets(baselines.advantages(groups), masks)
     if any(s.parent is not None for s in samples):  # tree rollouts: credit per segment
         advantages: list[float | list[float]] = []
         tree_masks = []
@@ -87,9 +124,10 @@ def _chunks(groups: list[Group], size: int) -> list[list[Group]]:
 
 
 def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: AlgorithmSpec, algo: AlgorithmConfig,
-                           temperature: float, max_new_tokens: int) -> dict[str, float]:
+                           temperature: float, max_new_tokens: int,
+                           baselines: RoleBaselines | None = None) -> dict[str, float]:
     settings = loss_settings(spec, algo)
-    targets = _targets(groups, spec)
+    targets = _targets(groups, spec, baselines)
     normalizer = _normalizer(targets.masks, settings.loss_agg, max_new_tokens)
     decoupled = algo.off_policy == "decoupled"
     proximal: dict[int, torch.Tensor] = {}  # chunk -> log-probs before this batch's first update
@@ -127,6 +165,8 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
                 totals[f"train/{key}"] += value * len(chunk) / len(groups) / algo.updates_per_batch
         totals.update({f"train/{k}": v for k, v in policy.optimizer_step().items()})
     totals["train/trained_tokens"] = float(sum(map(sum, targets.masks)))
+    if baselines is not None:
+        totals.update(baselines.metrics())
     return dict(totals)
 
 

@@ -11,6 +11,7 @@ from autotelic.algorithms.advantages import (
     ADVANTAGE_ESTIMATORS,
     AdvantageEstimator,
     grpo_advantages,
+    rae_advantages,
     reinforce_pp_advantages,
     rloo_advantages,
     tree_advantages,
@@ -30,7 +31,7 @@ from autotelic.algorithms.policy_gradient import (
 class AlgorithmSpec:
     name: str
     kind: str  # "policy_gradient" | "dpo"
-    advantage: str | None  # key of ADVANTAGE_ESTIMATORS; None for DPO
+    advantage: str | None  # key of ADVANTAGE_ESTIMATORS, "rae" (role baselines across steps) or None (DPO)
     ratio_level: str = "token"
     loss_agg: str = "token-mean"
     clip_low: float = 0.2
@@ -53,6 +54,8 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                       source="Ahmadian et al. 2024, Back to basics: revisiting REINFORCE-style optimization"),
         AlgorithmSpec("reinforce_pp", "policy_gradient", "reinforce_pp",
                       source="REINFORCE++, Hu et al. 2025 (OpenRLHF)"),
+        AlgorithmSpec("spiral", "policy_gradient", "rae",
+                      source="SPIRAL, Liu et al. 2025 (role-conditioned advantage estimation)"),
         AlgorithmSpec("online_dpo", "dpo", None,
                       source="Guo et al. 2024, Direct language model alignment from online AI feedback"),
         AlgorithmSpec("offline_dpo", "dpo", None, source="DPO, Rafailov et al. 2023"),
@@ -82,6 +85,7 @@ __all__ = [
     "grpo_advantages",
     "kl_penalty",
     "policy_loss",
+    "rae_advantages",
     "reinforce_pp_advantages",
     "rloo_advantages",
     "tree_advantages",

@@ -2,13 +2,15 @@
 
 A batch is flat: B samples in which the samples of one task (a group) are contiguous. Groups may
 differ in size (filters and partial rollouts drop samples), so they are given by ``group_sizes``,
-which sums to B. Every estimator uses only the group's own rewards as baseline, no value model.
+which sums to B. Every estimator in ``ADVANTAGE_ESTIMATORS`` uses only the group's own rewards as
+baseline, no value model; ``rae_advantages`` instead baselines each role by its rewards in earlier
+steps, state its caller keeps and passes in.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 import torch
@@ -61,6 +63,30 @@ ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {
     "rloo": rloo_advantages,
     "reinforce_pp": reinforce_pp_advantages,
 }
+
+
+def rae_advantages(rewards_B: torch.Tensor, roles_B: Sequence[str], baselines: Mapping[str, float], decay: float,
+                   ) -> tuple[torch.Tensor, dict[str, float]]:
+    """Role-conditioned advantage estimation (RAE, SPIRAL, Liu et al. 2025): r - b[role], where b[role] is
+    an exponential moving average, b <- decay * b + (1 - decay) * r, of the rewards of that role (a game
+    and a seat in it) over all earlier samples, across steps. In a zero-sum game one seat may win more
+    often whatever the play (who moves first, who holds the card); its baseline absorbs that, so the
+    gradient credits the play, not the seat.
+
+    Samples are taken in batch order, and each reads its role's baseline before its own reward enters it,
+    as SPIRAL's code does: no sample is its own baseline. A role not seen before starts at 0. Returns the
+    advantages and the updated baselines; ``baselines`` itself is not modified.
+    """
+    if len(roles_B) != rewards_B.numel():
+        raise ValueError(f"{len(roles_B)} roles for {rewards_B.numel()} rewards")
+    values = dict(baselines)
+    advantages = []
+    for reward, role in zip(rewards_B.tolist(), roles_B):
+        baseline = values.get(role, 0.0)
+        advantages.append(reward - baseline)
+        values[role] = decay * baseline + (1.0 - decay) * reward
+    dtype = rewards_B.dtype if rewards_B.is_floating_point() else torch.float32
+    return torch.tensor(advantages, dtype=dtype, device=rewards_B.device), values
 
 
 def tree_advantages(

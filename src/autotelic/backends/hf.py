@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -272,8 +273,28 @@ class HFPolicy:
                 return self._logprobs(self._reference_lm(), prompts, completions, n, temperature)
         return self._logprobs(self.causal_lm, prompts, completions, n, temperature)
 
+    @torch.no_grad()
+    def self_certainty(self, prompts: list[list[int]], completions: list[list[int]],
+                       n: int | Sequence[int]) -> list[float]:
+        """Each completion's mean per-token KL(uniform || p), p the policy's next-token distribution
+        (Intuitor's self-certainty, Zhao et al. 2025): high where the policy is confident."""
+        logits, _, mask = self._completion_logits(self.causal_lm, prompts, completions, _group_sizes(n, len(prompts)),
+                                                  temperature=1.0)
+        per_token = -math.log(logits.shape[-1]) - torch.log_softmax(logits, dim=-1).mean(-1)  # (N,)
+        rows = torch.zeros(mask.shape, dtype=per_token.dtype).masked_scatter(mask, per_token)
+        return (rows.sum(1) / mask.sum(1).clamp(min=1)).tolist()
+
     def _logprobs(self, lm: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]],
                   sizes: list[int], temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, targets, completion_mask = self._completion_logits(lm, prompts, completions, sizes, temperature)
+        token_logprobs = logits.gather(1, targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
+        logprobs = torch.zeros(completion_mask.shape, dtype=token_logprobs.dtype)
+        logprobs = logprobs.masked_scatter(completion_mask, token_logprobs)
+        return logprobs, completion_mask
+
+    def _completion_logits(self, lm: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]],
+                           sizes: list[int], temperature: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Next-token logits at every real completion token (N, V), those tokens (N,) and the (B, T) mask."""
         body, head = lm.get_decoder(), lm.get_output_embeddings()
         rows = _repeat_index(sizes)
         ids, mask, positions = _left_pad(prompts, self.pad_id)
@@ -295,11 +316,7 @@ class HFPolicy:
             logits = head(selected / temperature).float()  # (N, V)
         else:
             logits = head(selected).float() / temperature
-        targets = completion_ids[completion_mask]
-        token_logprobs = logits.gather(1, targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
-        logprobs = torch.zeros(completion_ids.shape, dtype=token_logprobs.dtype)
-        logprobs = logprobs.masked_scatter(completion_mask, token_logprobs)
-        return logprobs, completion_mask
+        return logits, completion_ids[completion_mask], completion_mask
 
     # ---- updates and state -----------------------------------------------------------------
     def zero_grad(self) -> None:

@@ -121,19 +121,21 @@ class PromptPoolCurriculum:
         for task in tasks:
             self.pool.setdefault(task.uid, PoolEntry(task))
 
-    def _eligible(self) -> list[PoolEntry]:
+    def _eligible(self, among: Callable[[Task], bool] | None = None) -> list[PoolEntry]:
+        entries = [e for e in self.pool.values() if among is None or among(e.task)]
         if self.gate is None:
-            return list(self.pool.values())
+            return entries
         low, high = self.gate
-        return [e for e in self.pool.values() if e.pass_rate is None or low <= e.pass_rate <= high]
+        return [e for e in entries if e.pass_rate is None or low <= e.pass_rate <= high]
 
     def _weights(self, entries: list[PoolEntry]) -> list[float]:
         observed = [e.score for e in entries if e.score is not None]
         prior = self.prior if self.prior is not None else max(observed, default=0.0)
         return minmax_weights([e.score if e.score is not None else prior for e in entries])
 
-    def next_tasks(self, count: int) -> list[Task]:
-        eligible = self._eligible()
+    def next_tasks(self, count: int, among: Callable[[Task], bool] | None = None) -> list[Task]:
+        """``count`` tasks drawn by informativeness, from the pool or from its tasks for which ``among`` holds."""
+        eligible = self._eligible(among)
         if not eligible:
             why = (f"every observed pass rate lies outside the learnability gate {self.gate}" if self.pool
                    else "the pool is empty")

@@ -3,6 +3,9 @@
 A single-turn task is an environment with one turn. Observations come back to the policy as user
 messages of its chat template, and the episode generator masks their tokens out of the loss. A new
 environment is one module here plus a line in ``ENVIRONMENTS``.
+
+Two-player games for self-play (``generate.mode=selfplay``) are ``TwoPlayerGame``s instead: each player
+reads its own observations, so one policy can play both roles with a transcript per role.
 """
 
 from __future__ import annotations
@@ -25,6 +28,29 @@ class Environment(Protocol):
     def step(self, action: str) -> Step: ...
 
 
+class Move(NamedTuple):
+    player: int  # who moved
+    valid: bool  # False: the game rejected the move (a retry, or the loss when retries are spent)
+    done: bool
+    rewards: dict[int, float] | None  # each player's final game reward once done (+1 win, -1 loss, 0 draw)
+    reason: str  # why the game ended, once done
+
+
+class TwoPlayerGame(Protocol):
+    def reset(self, task: Task) -> None: ...
+
+    @property
+    def current_player(self) -> int: ...
+
+    def observe(self, player: int) -> str:
+        """The game's messages to ``player`` since it last observed: only what that player may see."""
+        ...
+
+    def step(self, action: str) -> Move:
+        """The current player's move."""
+        ...
+
+
 class UnknownEnvironmentError(ValueError):
     pass
 
@@ -44,3 +70,13 @@ def make_env_factory(name: str) -> Callable[[], Environment]:
     if name not in environments:
         raise UnknownEnvironmentError(f"unknown environment '{name}'; available: {', '.join(sorted(environments))}")
     return environments[name]
+
+
+def make_game_factory(name: str) -> Callable[[], TwoPlayerGame]:
+    """A constructor for fresh two-player games of ``name`` (self-play with a transcript per player)."""
+    from autotelic.envs.textarena_games import TextArenaGame
+
+    games: dict[str, Callable[[], TwoPlayerGame]] = {"textarena": TextArenaGame}  # the ta_* families
+    if name not in games:
+        raise UnknownEnvironmentError(f"unknown two-player game '{name}'; available: {', '.join(sorted(games))}")
+    return games[name]

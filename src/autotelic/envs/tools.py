@@ -178,9 +178,9 @@ class ToolUseEnv:
             call = parse_tool_call(action)
         except ToolCallError as error:
             return self._failed(None, str(error), done=self.calls >= self.max_calls)
-        if call is None:
-            reward = float(get_family(self.task.family).score(self.task, action))
-            return Step("", reward, True, self._counts({"answered": True}))
+        if call is None:  # the final answer; a task without a reference (proposed by the policy) is scored 0
+            reward = float(get_family(self.task.family).score(self.task, action)) if self.task.answer else 0.0
+            return Step("", reward, True, self._counts({"answered": True, "answer": action}))
         name, arguments = call
         if self.calls >= self.max_calls:
             return self._failed(name, f"no tool calls left (limit {self.max_calls})", done=True)

@@ -112,6 +112,38 @@ def _table(before: dict[str, Any], after: dict[str, Any], key: str) -> str:
     return f"<table><tr><th>{key.replace('by_', '')}</th><th>before</th><th>after</th></tr>{rows}</table>"
 
 
+def _population(events: list[dict[str, Any]], shown: int = 3, children: int = 4) -> str:
+    """eva: the first and last evolutions, each seed with its informativeness and the prompts it became."""
+    if not events:
+        return ""
+    picked = events if len(events) <= 2 * shown else events[:shown] + events[-shown:]
+    rows = []
+    for event in picked:
+        for seed in event["seeds"]:
+            made = [c["prompt"] for c in event["children"] if c["parent"] == seed["prompt"]][:children]
+            rows.append(f"<tr><td>{event['step']}</td><td>{event['generation']}</td>"
+                        f"<td>{html.escape(seed['prompt'])}</td><td>{seed['informativeness']:.2f}</td>"
+                        f"<td>{'<br>'.join(html.escape(m) for m in made) or '(none kept)'}</td></tr>")
+    latest = ", ".join(f"generation {g}: {v:.2f}" for g, v in events[-1]["informativeness_by_generation"].items())
+    return (f"<h2>Prompt population</h2><p>{len(events)} evolutions; pool of {events[-1]['pool_size']} prompts. "
+            f"Mean informativeness at the last evolution: {latest}.</p>"
+            "<table><tr><th>step</th><th>generation</th><th>seed prompt</th><th>informativeness</th>"
+            f"<th>evolved into</th></tr>{''.join(rows)}</table>")
+
+
+def _comas(comas: dict[str, Any] | None) -> str:
+    """CoMAS: each agent's held-out accuracy alone, and the agents' discussion, before and after training."""
+    if comas is None:
+        return ""
+    before, after = comas["before"], comas["after"]
+    rows = [(f"agent {i} alone", b, a) for i, (b, a) in enumerate(zip(before["agents"], after["agents"]))]
+    rows += [(f"discussion: {key.replace('_', ' ')}", before["discussion"][key], after["discussion"][key])
+             for key in ("accuracy", "first_round_accuracy", "majority_accuracy", "grade_parse_rate")]
+    cells = "".join(f"<tr><td>{html.escape(name)}</td><td>{b:.1%}</td><td>{a:.1%}</td></tr>" for name, b, a in rows)
+    return (f"<h2>CoMAS</h2><p>Discussion accuracy is the last round's answer.</p>"
+            f"<table><tr><th></th><th>before</th><th>after</th></tr>{cells}</table>")
+
+
 def write_report(run_dir: Path) -> Path:
     rows = _read_jsonl(run_dir / "metrics.jsonl")
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -124,8 +156,8 @@ table{{border-collapse:collapse;display:inline-table;margin-right:2em}} td,th{{b
 </head><body><h1>autotelic run {html.escape(run_dir.name)}</h1>
 <p>Held-out accuracy (greedy, {summary['heldout_tasks']} tasks): <b>{before['accuracy']:.1%} &rarr; {after['accuracy']:.1%}</b>
 in {summary['steps']} steps, {summary['wall_seconds'] / 60:.1f} minutes.</p>
-{_table(before, after, 'by_family')}{_table(before, after, 'by_level')}
-{body}</body></html>"""
+{_table(before, after, 'by_family')}{_table(before, after, 'by_level')}{_comas(summary.get('comas'))}
+{body}{_population(_read_jsonl(run_dir / "population.jsonl"))}</body></html>"""
     path = run_dir / "report.html"
     path.write_text(page)
     return path

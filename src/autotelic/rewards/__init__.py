@@ -24,7 +24,7 @@ class RewardFunction(Protocol):
     def __call__(self, task: Task, completions: list[str]) -> list[float]: ...
 
 
-# name -> (module, class); the judge's backend is passed separately from the options.
+# name -> (module, class); a model-backed reward's backend is passed separately from the options.
 _REGISTRY: dict[str, tuple[str, str]] = {
     "verifier": ("autotelic.rewards.verifiers", "VerifierReward"),
     "math_verify": ("autotelic.rewards.math", "MathVerifyReward"),
@@ -32,10 +32,13 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "format": ("autotelic.rewards.checks", "FormatReward"),
     "length": ("autotelic.rewards.checks", "LengthPenalty"),
     "judge": ("autotelic.rewards.judge", "LLMJudge"),
+    "self_certainty": ("autotelic.rewards.confidence", "SelfCertaintyReward"),
     "unit_tests": ("autotelic.rewards.unit_tests", "UnitTestReward"),
 }
 # Constructor arguments that take Python objects (a backend, functions), not config values.
 _NOT_OPTIONS = {"backend", "extract", "similarity"}
+# Rewards that run a model: the judge grades with one, self-certainty reads the policy's distributions.
+NEEDS_BACKEND = {"judge", "self_certainty"}
 
 
 def reward_names() -> list[str]:
@@ -43,7 +46,7 @@ def reward_names() -> list[str]:
 
 
 def build_reward(name: str, options: dict[str, Any] | None = None,
-                 judge_backend: PolicyBackend | None = None) -> RewardFunction:
+                 backend: PolicyBackend | None = None) -> RewardFunction:
     """The reward function called ``name``, configured from ``options`` (its constructor's arguments)."""
     if name not in _REGISTRY:
         raise ValueError(f"unknown reward '{name}'; valid: {', '.join(reward_names())}")
@@ -58,8 +61,8 @@ def build_reward(name: str, options: dict[str, Any] | None = None,
     missing = [k for k, p in params.items() if p.default is inspect.Parameter.empty and k not in options]
     if missing:
         raise ValueError(f"reward '{name}' needs option '{missing[0]}'")
-    if name == "judge":
-        if judge_backend is None:
-            raise ValueError("reward 'judge' needs a judge backend (a local model to generate its grades)")
-        options["backend"] = judge_backend
+    if name in NEEDS_BACKEND:
+        if backend is None:
+            raise ValueError(f"reward '{name}' needs a model backend (a local model to score with)")
+        options["backend"] = backend
     return cls(**options)

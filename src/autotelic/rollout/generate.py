@@ -8,6 +8,9 @@ Four generators share one call, ``generate(tasks, sizes, max_new_tokens) -> grou
   groups wait and continue next step under the newer policy (log-probs and versions recorded);
 - ``EpisodeSampler``: multi-turn episodes against an environment; observation tokens are masked out.
 
+``SelfPlaySampler`` (``selfplay.py``) plays two-player games with a transcript per player, from the
+multi-turn pieces here; ``DiscussionSampler`` (``discussion.py``) runs CoMAS discussions between agents.
+
 ``RolloutWorker`` is the seam for distribution: a Ray actor wraps the same call.
 """
 
@@ -26,7 +29,7 @@ class RolloutWorker(Protocol):
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]: ...
 
 
-def _sizes(sizes: int | list[int], count: int) -> list[int]:
+def sizes_per_task(sizes: int | list[int], count: int) -> list[int]:
     return [sizes] * count if isinstance(sizes, int) else list(sizes)
 
 
@@ -60,7 +63,7 @@ class PolicySampler:
         if not tasks:
             return [], []
         prompts = [self.policy.encode_prompt(task.prompt, task.response_prefix) for task in tasks]
-        outputs = self.policy.generate(prompts, _sizes(sizes, len(tasks)), max_new_tokens, self.temperature,
+        outputs = self.policy.generate(prompts, sizes_per_task(sizes, len(tasks)), max_new_tokens, self.temperature,
                                        self.top_p, greedy=self.greedy)
         groups = [Group(task=task, prompt_ids=prompt, samples=[_sample(self.policy, c) for c in completions])
                   for task, prompt, completions in zip(tasks, prompts, outputs)]
@@ -168,6 +171,66 @@ class PartialRolloutSampler:
         self.pending = state["pending"]
 
 
+# ---- multi-turn pieces, shared by EpisodeSampler and SelfPlaySampler (rollout/selfplay.py) -------------
+def episode_sample(policy: PolicyBackend, **info: Any) -> Sample:
+    """An empty multi-turn sample; turns and observations are appended as the episode goes."""
+    return Sample(text="", token_ids=[], logprobs=[], finished=True, mask=[], policy_version=policy.version,
+                  info={"return": 0.0, "turns": 0, "invalid_actions": 0, "observations": [], **info})
+
+
+def next_turns(policy: PolicyBackend, contexts: list[tuple[list[int], Sample]], max_new_tokens: int,
+               temperature: float, top_p: float) -> list[Completion]:
+    """One batched policy call: the next turn after each (prompt, sample so far)."""
+    budget = max_new_tokens - min(len(sample.token_ids) for _, sample in contexts)
+    outputs = policy.generate([prompt + sample.token_ids for prompt, sample in contexts], 1, budget,
+                              temperature, top_p)
+    return [completion for (completion,) in outputs]
+
+
+def add_turn(sample: Sample, completion: Completion, max_new_tokens: int) -> list[int]:
+    """Append the policy's turn (mask 1), cut where the sample reaches ``max_new_tokens``; returns its tokens.
+    ``sample.finished`` becomes False when the cap cut the turn short."""
+    room = max_new_tokens - len(sample.token_ids)
+    turn_ids = completion.token_ids[:room]
+    sample.token_ids += turn_ids
+    sample.logprobs += completion.logprobs[:room]
+    sample.mask += [1] * len(turn_ids)
+    sample.finished = completion.finished and len(completion.token_ids) <= room
+    sample.info["turns"] += 1
+    return turn_ids
+
+
+def add_observation(policy: PolicyBackend, sample: Sample, observation: str) -> None:
+    """Append ``observation`` as the next user message and open the next assistant turn: tokens the
+    policy did not choose, so mask 0 and log-prob 0. Follows a turn that ended with its EOS token."""
+    followup = policy.encode_followup(observation, after_eos=True)
+    sample.token_ids += followup
+    sample.logprobs += [0.0] * len(followup)
+    sample.mask += [0] * len(followup)
+
+
+def set_own_text(policy: PolicyBackend, sample: Sample) -> None:
+    """``sample.text``: the policy's own turns only, as rewards and logs read them."""
+    sample.text = policy.decode([t for t, m in zip(sample.token_ids, sample.loss_mask()) if m])
+
+
+def common_prefix(rows: list[list[int]]) -> list[int]:
+    """The longest token list every row starts with."""
+    shortest = min(rows, key=len)
+    for i, token in enumerate(shortest):
+        if any(row[i] != token for row in rows):
+            return shortest[:i]
+    return shortest
+
+
+def under_shared_prompt(sample: Sample, prompt: list[int], shared: list[int]) -> None:
+    """Make ``sample``, drawn after ``prompt``, a sample of a group whose prompt is ``shared`` (a prefix of
+    ``prompt``): the rest of its own prompt starts its tokens, masked with log-prob 0."""
+    head = prompt[len(shared):]
+    sample.mask = [0] * len(head) + sample.loss_mask()  # before the tokens grow: a None mask covers them all
+    sample.token_ids, sample.logprobs = head + sample.token_ids, [0.0] * len(head) + sample.logprobs
+
+
 @dataclass
 class EpisodeSampler:
     """Multi-turn episodes: the policy acts, the environment answers, until done, ``max_turns`` or the
@@ -182,50 +245,36 @@ class EpisodeSampler:
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         groups, episodes = [], []
-        for task, size in zip(tasks, _sizes(sizes, len(tasks))):
+        for task, size in zip(tasks, sizes_per_task(sizes, len(tasks))):
             envs = [self.make_env() for _ in range(size)]
             prompt = self.policy.encode_prompt(envs[0].reset(task))
             group = Group(task, prompt, [])
             for env in envs[1:]:
                 env.reset(task)
             for env in envs:
-                sample = Sample(text="", token_ids=[], logprobs=[], finished=False, mask=[],
-                                policy_version=self.policy.version,
-                                info={"return": 0.0, "turns": 0, "invalid_actions": 0, "observations": []})
-                group.samples.append(sample)
-                episodes.append((env, sample, prompt))
+                group.samples.append(episode_sample(self.policy))
+                episodes.append((env, group.samples[-1], prompt))
             groups.append(group)
         active = episodes
         for _ in range(self.max_turns):
             active = [e for e in active if len(e[1].token_ids) < max_new_tokens]
             if not active:
                 break
-            budget = max_new_tokens - min(len(sample.token_ids) for _, sample, _ in active)
-            outputs = self.policy.generate([prompt + sample.token_ids for _, sample, prompt in active], 1,
-                                           budget, self.temperature, self.top_p)
+            completions = next_turns(self.policy, [(prompt, sample) for _, sample, prompt in active], max_new_tokens,
+                                     self.temperature, self.top_p)
             still = []
-            for (env, sample, prompt), (completion,) in zip(active, outputs):
-                room = max_new_tokens - len(sample.token_ids)
-                turn_ids, turn_logprobs = completion.token_ids[:room], completion.logprobs[:room]
-                ended = completion.finished and len(completion.token_ids) <= room
-                sample.token_ids += turn_ids
-                sample.logprobs += turn_logprobs
-                sample.mask += [1] * len(turn_ids)
+            for (env, sample, prompt), completion in zip(active, completions):
+                turn_ids = add_turn(sample, completion, max_new_tokens)
                 result = env.step(self.policy.decode(turn_ids))
                 sample.info["return"] += result.reward
-                sample.info["turns"] += 1
                 sample.info["invalid_actions"] += int(result.info.get("valid") is False)
                 sample.info["env"] = result.info  # the latest step's facts (e.g. running tool-call counts)
                 sample.info["observations"].append(result.observation)
-                sample.finished = ended  # False only when the token cap cut a turn short
-                if result.done or not ended:
+                if result.done or not sample.finished:  # over, or a turn cut at the token cap
                     continue
-                followup = self.policy.encode_followup(result.observation, after_eos=True)
-                sample.token_ids += followup
-                sample.logprobs += [0.0] * len(followup)
-                sample.mask += [0] * len(followup)
+                add_observation(self.policy, sample, result.observation)
                 still.append((env, sample, prompt))
             active = still
         for _, sample, _ in episodes:
-            sample.text = self.policy.decode([t for t, m in zip(sample.token_ids, sample.mask) if m])
+            set_own_text(self.policy, sample)
         return groups

@@ -1,4 +1,5 @@
-"""Task families for textarena's two-player games, played in self-play by ``envs.textarena_games``.
+"""Task families for textarena's two-player games, played in self-play (``generate.mode=selfplay``, a
+transcript per player, or as one episode of ``envs.textarena_games.TextArenaSelfPlayEnv``).
 
 A task is a game and its seed (in ``meta``); its prompt is the first player's opening view. There is no
 answer to check: scored single-turn, a reply earns 1 when it is a legal opening move.
