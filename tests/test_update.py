@@ -51,3 +51,19 @@ def test_online_dpo_pairs_the_best_and_worst_sample_of_each_group():
     pairs = rollout_pairs(groups)
     assert len(pairs) == 1  # equal rewards give no preference
     assert pairs[0].prompt_ids == [7] and pairs[0].chosen_mask == [1, 0, 1] and pairs[0].rejected_mask == [1, 1, 1]
+
+
+def test_micro_batches_keep_groups_whole_within_the_group_and_token_limits():
+    from autotelic.types import Group, Sample, Task
+    from autotelic.update import micro_batches
+
+    def group(prompt: int, lengths: list[int]) -> Group:
+        return Group(Task("", "", "add", 1, "u"), [0] * prompt, [Sample("", [1] * n, [0.0] * n, True) for n in lengths])
+
+    groups = [group(10, [5, 20]), group(10, [30, 0]), group(50, [100]), group(5, [1, 1])]
+    costs = [10 + 2 * 20, 10 + 2 * 30, 50 + 100, 5 + 2]  # prompt + samples x the longest completion
+    assert [len(b) for b in micro_batches(groups, 8, None)] == [4]
+    assert [len(b) for b in micro_batches(groups, 3, None)] == [3, 1]
+    assert micro_batches(groups, 8, costs[0] + costs[1]) == [groups[:2], [groups[2]], [groups[3]]]
+    assert micro_batches(groups, 8, costs[2] + costs[3]) == [groups[:2], groups[2:]]  # a limit is inclusive
+    assert micro_batches(groups, 8, 100) == [[groups[0]], [groups[1]], [groups[2]], [groups[3]]]  # too big alone: alone

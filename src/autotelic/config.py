@@ -217,7 +217,10 @@ class AlgorithmConfig:
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
     micro_batch_groups: int = 8
-    """Groups per forward/backward; gradients accumulate over the batch."""
+    """Groups per forward/backward at most; gradients accumulate over the batch."""
+    micro_batch_tokens: int | None = 4096
+    """Token positions per forward/backward at most (a group: its prompt plus samples x its longest completion;
+    a group is never split); bounds activation memory for long samples. None: groups only."""
 
 
 @dataclass

@@ -119,8 +119,21 @@ def _normalizer(masks: list[list[int]], loss_agg: str, max_new_tokens: int) -> f
     return float(max(1, len(masks)) * max_new_tokens)  # seq-mean-token-sum-norm
 
 
-def _chunks(groups: list[Group], size: int) -> list[list[Group]]:
-    return [groups[i:i + size] for i in range(0, len(groups), size)]
+def micro_batches(groups: list[Group], max_groups: int, max_tokens: int | None) -> list[list[Group]]:
+    """Whole groups per forward/backward: at most ``max_groups``, and at most ``max_tokens`` positions unless one
+    group alone exceeds it. A group costs its prompt once plus each sample at its longest completion, as the
+    padded forward runs it: long multi-turn samples (self-play, episodes) then take several passes, not one
+    that holds every activation at once."""
+    batches: list[list[Group]] = []
+    used = 0
+    for group in groups:
+        cost = len(group.prompt_ids) + len(group.samples) * max((len(s.token_ids) for s in group.samples), default=0)
+        if not batches or len(batches[-1]) == max_groups or (max_tokens is not None and used + cost > max_tokens):
+            batches.append([])
+            used = 0
+        batches[-1].append(group)
+        used += cost
+    return batches
 
 
 def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: AlgorithmSpec, algo: AlgorithmConfig,
@@ -134,7 +147,7 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
     totals: dict[str, float] = defaultdict(float)
     for _ in range(algo.updates_per_batch):
         offset = 0
-        for c, chunk in enumerate(_chunks(groups, algo.micro_batch_groups)):
+        for c, chunk in enumerate(micro_batches(groups, algo.micro_batch_groups, algo.micro_batch_tokens)):
             samples = [s for g in chunk for s in g.samples]
             count = len(samples)
             prompts, completions = [g.prompt_ids for g in chunk], [s.token_ids for s in samples]
