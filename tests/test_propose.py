@@ -12,16 +12,21 @@ import pytest
 
 from autotelic.algorithms import get_algorithm
 from autotelic.backends import Completion
-from autotelic.config import load_config
+from autotelic.config import ConfigError, load_config
 from autotelic.envs import make_env_factory
 from autotelic.rollout.propose import (
+    CODE_INSTRUCTION,
     EXECUTOR,
     INSTRUCTION,
     PROPOSER,
+    Program,
     ProposerReward,
     ProposeSampler,
+    answer_matches,
     cluster_sizes,
     in_band,
+    learnability,
+    parse_program,
     parse_proposal,
     phase,
     proposal_metrics,
@@ -119,6 +124,98 @@ def test_phases_alternate_proposer_first_and_zero_trains_both():
     assert [phase(i, 2) for i in range(7)] == [PROPOSER, PROPOSER, EXECUTOR, EXECUTOR, PROPOSER, PROPOSER, EXECUTOR]
     assert [phase(i, 1) for i in range(3)] == [PROPOSER, EXECUTOR, PROPOSER]
     assert {phase(i, 0) for i in range(5)} == {"both"}
+
+
+# ---- code tasks (Absolute Zero deduction) ---------------------------------------------------------
+
+@pytest.mark.parametrize("text, program", [
+    ("```python\ndef f(x):\n    return x * 3\n```\nINPUT: 4", Program("def f(x):\n    return x * 3", "4")),
+    ("```python\nimport math\ndef f(a, b):\n    return [a] * b\n```\n**Input:** `'x', 2`",
+     Program("import math\ndef f(a, b):\n    return [a] * b", "'x', 2")),
+    # no INPUT line: the first literal call; the test harness around f is dropped
+    ("Sure!\ndef f(n):\n    return n + 1\n\ndef main():\n    print(f(y))\n    print(f(3))\n\nmain()",
+     Program("def f(n):\n    return n + 1", "3")),
+    ("```python\ndef f(x):\n    return -x\n\ndef g(:\n```\nINPUT: 5", Program("def f(x):\n    return -x", "5")),
+    ("```python\ndef f(x):\n    return x + 1\n```", Program("def f(x):\n    return x + 1", "3")),  # the default
+    ("```python\ndef f():\n    return 7\n```", Program("def f():\n    return 7", "")),  # nothing to pass
+    ("```python3\ndef twice(s):\n    return s * 2\n```\nINPUT: 'ab'", Program("def twice(s):\n    return s * 2",
+                                                                              "'ab'", "twice")),  # no f: the first
+    ("```python\ndef f(x):\n    return x * 2 + 1  # mine\n```\nINPUT: 4", None),  # the format example itself
+    ("```python\ndef triple(x):\n    return x * 2 + 1\n```", None),  # the example renamed
+    ("```python\ndef f(x):\n    return x\n```\nINPUT: y", None),  # not a literal input
+    ("```python\ndef f(x):\n    return x\n```\nINPUT: __import__('os').getcwd()", None),
+    ("def f(x) return x\nINPUT: 1", None),  # no valid syntax
+    ("The answer is 3.", None),
+])
+def test_parse_program(text, program):
+    assert parse_program(text) == program
+
+
+@pytest.mark.parametrize("reply, label, match", [
+    ("12", "12", True),
+    ("`12`.", "12", True),
+    ("The output of `f(1)` is `12`.", "12", True),  # the last backticked span
+    ("[1,2]", "[1, 2]", True),  # equal as literals
+    ("3.0", "3", True),
+    ("```python\n'ab'\n```", "'ab'", True),
+    ("ab", "'ab'", True),  # an unquoted string
+    ('"a  b"', "'a b'", False),  # literals differ: whitespace inside a string matters
+    ("12\nbecause 2 * 6", "12", True),  # the first line
+    ("13", "12", False),
+    ("", "''", False),
+    ("it returns 12", "12", False),  # no prose: the value, alone or in backticks
+])
+def test_answer_matches(reply, label, match):
+    assert answer_matches(reply, label) is match
+
+
+def test_the_code_proposer_earns_azr_learnability():
+    assert [learnability(p) for p in (0.0, 0.25, 0.5, 0.875, 1.0)] == [0.0, 0.75, 0.5, 0.125, 0.0]
+    reward = ProposerReward(repetition_penalty=1.0, tool_bonus=0.0, edge=learnability)
+    assert reward(0.25, 2, 4, 0.0) == pytest.approx(0.75 - 2 / 4)
+    assert reward(1.0, 1, 4, 0.0) == pytest.approx(-1 / 4)
+
+
+CODE_PROPOSALS = [
+    "```python\ndef f(x):\n    return x * 3\n```\nINPUT: 4",  # 12
+    "def f(a, b):\n    return [a] * b\nprint(f('x', 2))",  # ['x', 'x']
+    "```python\ndef f(x):\n    raise ValueError(x)\n```\nINPUT: 1",  # raises
+    "```python\nimport random\ndef f(x):\n    return random.random()\n```\nINPUT: 1",  # differs run to run
+    "```python\ndef f(x):\n    return x * 2 + 1\n```\nINPUT: 3",  # copies the format example
+    "I cannot write code.",
+]
+CODE_ANSWERS = {"return x * 3": ["12", "`12`", "13", "twelve"], "[a] * b": ["['x', 'x']"] * 4}
+
+
+def test_code_proposals_are_labelled_by_running_them_in_the_sandbox(tmp_path):
+    hostile = f"```python\ndef f(p):\n    return open(p, 'w').write('x')\n```\nINPUT: {str(tmp_path / 'pwned')!r}"
+    proposals = iter(CODE_PROPOSALS + [hostile, hostile])
+
+    def choose(context: str, k: int) -> str:
+        if context.startswith(f"<u>{CODE_INSTRUCTION}"):
+            return next(proposals)
+        return next(answers[k] for body, answers in CODE_ANSWERS.items() if body in context)
+
+    sampler = ProposeSampler(ScriptedPolicy(choose), answers=4, band=(0.1, 0.9), kind="code",
+                             reward=ProposerReward(repetition_penalty=1.0, tool_bonus=0.0, edge=learnability))
+    groups = sampler.generate([_seed(), _seed("What is 2 + 5?")], 4, 200)
+    proposers, executors = groups[:2], groups[2:]
+    assert proposers[0].task.prompt == CODE_INSTRUCTION
+    assert [g.task.prompt for g in executors] == [
+        "Given this code:\n```python\ndef f(x):\n    return x * 3\n```\nWhat does f(4) return? "
+        "Reply with only the value.",
+        "Given this code:\n```python\ndef f(a, b):\n    return [a] * b\n```\nWhat does f('x', 2) return? "
+        "Reply with only the value."]
+    assert [g.task.answer for g in executors] == ["12", "['x', 'x']"]  # executed, not voted
+    assert [s.info["return"] for s in executors[0].samples] == [1.0, 1.0, 0.0, 0.0]
+    assert [g.task.meta["p"] for g in executors] == [0.5, 1.0]
+    assert [g.dropped_by for g in executors] == [None, "out_of_band"]
+    returns = [s.info["return"] for g in proposers for s in g.samples]
+    assert returns == pytest.approx([0.5 - 1 / 2, 0.0 - 1 / 2] + [-1.0] * 6)  # two distinct programs: clusters of 1
+    errors = [s.info["proposal"].get("error") for g in proposers for s in g.samples]
+    assert errors == [None, None, "execution", "execution", "unparsed", "unparsed", "execution", "execution"]
+    assert not (tmp_path / "pwned").exists()  # the sandbox's files are not the host's
+    assert proposal_metrics(groups)["propose/valid_share"] == 2 / 8
 
 
 # ---- the sampler on a scripted policy ---------------------------------------------------------
@@ -248,12 +345,25 @@ def test_bad_propose_settings_are_named(override, message):
         check_combination(config, get_algorithm(config.algorithm.name))
 
 
-def test_the_agent0_recipe_passes_the_checks():
+def test_bad_code_propose_settings_are_named():
+    config = load_config(None, ["generate.mode=propose", "filter.rewards=[{name: env}]", "propose.kind=code",
+                                "propose.executor_tools=python"])
+    with pytest.raises(TrainingError, match="propose.kind=code asks the executor to predict"):
+        check_combination(config, get_algorithm(config.algorithm.name))
+    with pytest.raises(ConfigError, match="propose.kind' must be one of arithmetic, code"):
+        load_config(None, ["propose.kind=words"])
+    config.propose.kind, config.propose.executor_tools = "words", None  # a config built in code, not loaded
+    with pytest.raises(TrainingError, match="propose.kind must be one of arithmetic, code, got 'words'"):
+        check_combination(config, get_algorithm(config.algorithm.name))
+
+
+@pytest.mark.parametrize("recipe, kind", [("agent0", "arithmetic"), ("agent0-code", "code")])
+def test_the_agent0_recipes_pass_the_checks(recipe, kind):
     from pathlib import Path
 
-    config = load_config(Path(__file__).parent.parent / "recipes" / "agent0.yaml")
+    config = load_config(Path(__file__).parent.parent / "recipes" / f"{recipe}.yaml")
     check_combination(config, get_algorithm(config.algorithm.name))
-    assert config.generate.mode == "propose"
+    assert config.generate.mode == "propose" and config.propose.kind == kind
 
 
 # ---- the real embedded model ------------------------------------------------------------------
@@ -323,3 +433,43 @@ def test_agent0_runs_on_the_real_model_and_resumes_in_phase(tmp_path):
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     third = [m for m in metrics if "reward/mean" in m][-1]
     assert third["filter/dropped_phase"] >= config.control.tasks_per_step  # the proposer groups rest
+
+
+@pytest.mark.slow
+def test_agent0_code_runs_on_the_real_model_with_executed_labels(tmp_path):
+    import json
+    from pathlib import Path
+
+    from autotelic.rollout.propose import CODE_LIMITS, label_programs
+    from autotelic.sandbox import Sandbox
+    from autotelic.train import Trainer, new_run_dir
+
+    recipe = Path(__file__).parent.parent / "recipes" / "agent0-code.yaml"
+    tiny = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=4", "propose.answers_per_task=2",
+            "propose.phase_steps=0", "eval.levels=[1]", "eval.per_level=1", "eval.max_new_tokens=8",
+            "model.lora=true", "model.lora_rank=8", "model.threads=1", "logging.progress=false",
+            "train.max_minutes=null", f"logging.runs_dir={tmp_path}", "logging.run_name=code"]
+    config = load_config(recipe, tiny)
+    assert Trainer(config, new_run_dir(config)).run()["steps"] == 1
+    rows = [json.loads(line) for line in (tmp_path / "code" / "rollouts.jsonl").read_text().splitlines()]
+    cfg = config.propose
+    proposals = [r for r in rows if r["family"] == PROPOSER]
+    answers = [r for r in rows if r["family"] == EXECUTOR]
+    assert len(proposals) == 8
+    valid = [r for r in proposals if r["proposal"]["question"] is not None]
+    assert len(answers) == len(valid) * cfg.answers_per_task
+    assert all(r["reward"] == cfg.invalid_reward for r in proposals if r not in valid)
+    programs = [parse_program(r["completion"]) for r in valid]
+    with Sandbox(CODE_LIMITS) as sandbox:  # the labels are what the programs print, run again here
+        assert label_programs(sandbox, programs) == [r["proposal"]["label"] for r in valid]
+    for k, row in enumerate(valid):
+        proposal = row["proposal"]
+        group = answers[k * cfg.answers_per_task:(k + 1) * cfg.answers_per_task]
+        assert {r["prompt"] for r in group} == {programs[k].question()}
+        assert {r["answer"] for r in group} == {proposal["label"]}  # the executed label
+        rewards = [float(answer_matches(r["completion"], proposal["label"])) for r in group]
+        assert [r["reward"] for r in group] == rewards and proposal["p"] == pytest.approx(sum(rewards) / len(group))
+        assert row["reward"] == pytest.approx(learnability(proposal["p"])
+                                              - cfg.repetition_penalty * proposal["cluster"] / len(valid))
+        banded = cfg.band[0] <= proposal["p"] <= cfg.band[1]
+        assert {r["filter"] for r in group} == {"kept" if banded else "out_of_band"}

@@ -309,12 +309,18 @@ class LoggingConfig:
     """Rollouts written to rollouts.jsonl per step; None writes all."""
 
 
+ProposeKind = Literal["arithmetic", "code"]
+
+
 @dataclass
 class ProposeConfig:
     """generate.mode=propose (R-Zero / Agent0): the policy proposes tasks, answers each ``answers_per_task``
     times, and p is the share of answers agreeing with their majority. Rewards: proposer min(p, 1 - p) minus
     a repetition penalty plus a tool bonus; executor 1 for the majority answer (pseudo-label), else 0."""
 
+    kind: ProposeKind = "arithmetic"
+    """arithmetic (R-Zero / Agent0 questions, labels by vote) or code (Absolute Zero deduction tasks: a function
+    f and an input, labelled by running f in the sandbox; proposer reward 1 - p, 0 at p = 0 or 1)."""
     answers_per_task: int = 8
     """Executor answers per proposed task (the vote, and the executor's group)."""
     band: list[float] = field(default_factory=lambda: [0.3, 0.8])
@@ -331,7 +337,7 @@ class ProposeConfig:
     """Alternate roles: train the proposer this many steps, then the executor as many, and so on; 0 trains
     both every step."""
     show_example: bool = True
-    """Show the proposer one task of curriculum.families (question only) as a style example."""
+    """Show the proposer one task of curriculum.families (question only) as a style example (kind=arithmetic)."""
     executor_tools: Literal["python", "calculator"] | None = None
     """The executor answers in multi-turn episodes with this tool (control.max_turns); None: one plain reply."""
 

@@ -20,14 +20,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import torch
 
 from autotelic.algorithms import AlgorithmSpec, get_algorithm
 from autotelic.backends.hf import HFPolicy
 from autotelic.checkpoint import CheckpointWriter, latest_checkpoint, load_checkpoint
-from autotelic.config import ModelConfig, RunConfig, load_config, save_config, to_dict
+from autotelic.config import ModelConfig, ProposeKind, RunConfig, load_config, save_config, to_dict
 from autotelic.curricula import (
     BanditCurriculum,
     Curriculum,
@@ -67,7 +67,13 @@ from autotelic.rollout.generate import (
     TreeSampler,
 )
 from autotelic.rollout.pipeline import RolloutPipeline
-from autotelic.rollout.propose import ProposerReward, ProposeSampler, proposal_metrics
+from autotelic.rollout.propose import (
+    ProposerReward,
+    ProposeSampler,
+    learnability,
+    proposal_metrics,
+    uncertainty,
+)
 from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
 from autotelic.rollout.selfplay import SelfPlaySampler
 from autotelic.types import Group, Task
@@ -184,6 +190,11 @@ def propose_problems(config: RunConfig) -> list[str]:
         problems.append(f"propose.duplicate_threshold must lie in (0, 1], got {cfg.duplicate_threshold}")
     if cfg.phase_steps < 0:
         problems.append(f"propose.phase_steps must be 0 (both roles every step) or more, got {cfg.phase_steps}")
+    if cfg.kind not in get_args(ProposeKind):
+        problems.append(f"propose.kind must be one of {', '.join(get_args(ProposeKind))}, got {cfg.kind!r}")
+    if cfg.kind == "code" and cfg.executor_tools:
+        problems.append("propose.kind=code asks the executor to predict what the code returns: running it with "
+                        "propose.executor_tools would answer by execution; leave executor_tools unset")
     return problems
 
 
@@ -304,10 +315,11 @@ def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] 
                                config.control.max_turns, opponent)
     if gen.mode == "propose":
         cfg = config.propose
-        reward = ProposerReward(cfg.repetition_penalty, cfg.duplicate_threshold, cfg.tool_bonus, cfg.invalid_reward)
+        reward = ProposerReward(cfg.repetition_penalty, cfg.duplicate_threshold, cfg.tool_bonus, cfg.invalid_reward,
+                                learnability if cfg.kind == "code" else uncertainty)
         tools = make_env_factory(cfg.executor_tools) if cfg.executor_tools else None
         return ProposeSampler(policy, cfg.answers_per_task, tuple(cfg.band), reward, cfg.phase_steps, cfg.show_example,
-                              gen.temperature, gen.top_p, tools, config.control.max_turns)
+                              gen.temperature, gen.top_p, tools, config.control.max_turns, cfg.kind)
     return PolicySampler(policy, gen.temperature, gen.top_p)
 
 

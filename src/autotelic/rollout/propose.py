@@ -19,6 +19,18 @@ answer (``majority_answer``: unanswered samples count against it).
 Rewards go in ``Sample.info["return"]``, paid by the ``env`` reward. ``info["proposal"]`` of a proposer
 sample records its question, p, pseudo-label, cluster size and tool share (written to rollouts.jsonl).
 
+Code tasks (``kind="code"``; Absolute Zero's deduction tasks, Zhao et al. 2025): the proposer writes a Python
+function ``f`` and one input (``CODE_INSTRUCTION`` shows the format: a fenced ``def f`` and an ``INPUT:`` line;
+``parse_program`` also takes a literal call ``f(...)`` in the reply, another function name, or no input at all,
+then the example's). It keeps the function (and imports) and the input's literal arguments, reading them with
+``ast`` only: model code never runs in this process. The sandbox runs ``print(repr(f(input)))`` twice under
+``CODE_LIMITS``; the printed value is the label when both runs agree (AZR's determinism check), else the
+proposal is invalid, as is one that fails to parse, copies the format example, raises, times out or prints
+nothing. The executor is asked what ``f(input)`` returns and is
+paid 1 for an answer equal to the label (``answer_matches``); p is its solve rate, and the proposer earns AZR's
+learnability 1 - p (0 when p is 0 or 1: no signal) in place of min(p, 1 - p), with the same repetition
+penalty and invalid reward. The executor's band works as above, but on a label verified by execution.
+
 Alternation (R-Zero, Agent0): with ``phase_steps`` k > 0 the proposer trains for k steps, then the executor
 for k steps, and so on. The role at rest still generates (p needs the answers, answers need proposals); its
 groups are dropped as ``phase``. k = 0 trains both every step: with one shared policy each reward is
@@ -30,16 +42,19 @@ sampling, early exit and token budgets, which would call it more often or cut gr
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from autotelic.backends import PolicyBackend
+from autotelic.config import ProposeKind
 from autotelic.envs import Environment
 from autotelic.rewards.majority import default_extract, majority_answer, ngram_jaccard
 from autotelic.rollout.generate import EpisodeSampler, PolicySampler, RolloutWorker
+from autotelic.sandbox import Sandbox, SandboxLimits
 from autotelic.tasks.numbers import FORMAT
 from autotelic.types import Group, Sample, Task
 
@@ -48,6 +63,15 @@ INSTRUCTION = ("Write one new, self-contained arithmetic question with a single 
                "End it with a question mark. Do not answer it. Reply with only the question.")
 _LABEL = re.compile(r"^\W*(?:new\s+)?question\s*\d*\s*[:.)-]\s*", re.IGNORECASE)
 Phase = Literal["both", "proposer", "executor"]
+CODE_EXAMPLE, CODE_EXAMPLE_INPUT = "def f(x):\n    return x * 2 + 1", "3"
+CODE_INSTRUCTION = ("Write a new short Python function f and one input to call it with. Use exactly this format:\n"
+                    f"```python\n{CODE_EXAMPLE}\n```\nINPUT: {CODE_EXAMPLE_INPUT}\n"
+                    "Write a different function. Reply with only the code block and the INPUT line.")
+CODE_LIMITS = SandboxLimits(cpu_seconds=1.0, wall_seconds=2.0, memory_mb=256, max_processes=4, output_bytes=1024,
+                            file_bytes=2**16)
+"""A proposed function runs for a second at most: the executor is meant to trace it in its head."""
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|$)", re.DOTALL)
+_INPUT = re.compile(r"^\W*input\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 
 
 def parse_proposal(text: str, example: str = "", duplicate_threshold: float = 1.0) -> str | None:
@@ -60,6 +84,106 @@ def parse_proposal(text: str, example: str = "", duplicate_threshold: float = 1.
             copied = example and ngram_jaccard(question, example.partition("?")[0] + "?") >= duplicate_threshold
             return None if copied else question
     return None
+
+
+@dataclass(frozen=True)
+class Program:
+    """A proposed code task: the source defining the function, the arguments of the one call as written, and
+    the function's name (``f`` unless the proposer named it otherwise)."""
+
+    source: str
+    args: str
+    name: str = "f"
+
+    def question(self) -> str:
+        return (f"Given this code:\n```python\n{self.source}\n```\nWhat does {self.name}({self.args}) return? "
+                "Reply with only the value.")
+
+    def script(self) -> str:
+        return f"{self.source}\nprint(repr({self.name}({self.args})))"
+
+
+def parse_program(text: str, example: str = CODE_EXAMPLE) -> Program | None:
+    """The program of a code proposal, read with ``ast`` (nothing runs): from the first fenced block, else from
+    the first ``def``, the top-level function ``f``, else the first top-level function, with the module's imports
+    (trailing lines that break the syntax, as in a reply cut off mid-line, are dropped); and the literal arguments
+    of the ``INPUT:`` line, else of the first literal call of the function in the reply, else the example's
+    input (none if the function takes none): the 135M model seldom writes the line, and a new function with
+    a default input still proposes a task. None when no function is found, when it has the example's
+    parameters and body, or when the ``INPUT:`` line is there but holds no literals."""
+    fenced = _FENCE.search(text)
+    code = fenced.group(1) if fenced else text[text.find("def "):] if "def " in text else ""
+    module = _parse_prefix(code)
+    functions = [node for node in module.body if isinstance(node, ast.FunctionDef)] if module else []
+    function = next((node for node in functions if node.name == "f"), functions[0] if functions else None)
+    if module is None or function is None or _behaviour(function) == _behaviour(ast.parse(example).body[0]):
+        return None
+    source = "\n".join(ast.get_source_segment(code, node) or "" for node in module.body
+                       if node is function or isinstance(node, ast.Import | ast.ImportFrom))
+    line = _INPUT.search(text)
+    if line:
+        args = _literal_args(line.group(1).strip(" *`"))
+        return Program(source, args, function.name) if args is not None else None
+    calls = (_literal_args((ast.get_source_segment(code, node) or "")[len(function.name) + 1:-1])
+             for node in ast.walk(module) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Name) and node.func.id == function.name)
+    default = CODE_EXAMPLE_INPUT if function.args.posonlyargs or function.args.args else ""
+    return Program(source, next((args for args in calls if args), default), function.name)
+
+
+def _behaviour(function: ast.FunctionDef) -> str:
+    """A function's parameters and body, not its name: a renamed copy of the example is still a copy."""
+    return ast.dump(function.args) + "".join(ast.dump(node) for node in function.body)
+
+
+def _parse_prefix(code: str) -> ast.Module | None:
+    lines = code.splitlines()
+    for end in range(len(lines), 0, -1):
+        try:
+            return ast.parse("\n".join(lines[:end]))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+    return None
+
+
+def _literal_args(args: str) -> str | None:
+    """``args`` when it is one or more comma-separated Python literals (checked without running anything)."""
+    try:
+        ast.literal_eval(f"({args},)")
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+    return args.strip()
+
+
+def label_programs(sandbox: Sandbox, programs: list[Program]) -> list[str | None]:
+    """What each program's call printed, run twice in the sandbox: None unless both runs succeeded and
+    printed the same non-empty last line (a program using randomness or the clock labels nothing)."""
+    results = sandbox.map([p.script() for p in programs] * 2)
+    labels = []
+    for first, second in zip(results[:len(programs)], results[len(programs):]):
+        lines = first.stdout.strip().splitlines()
+        same = first.ok and second.ok and first.stdout == second.stdout
+        labels.append(lines[-1] if same and lines else None)
+    return labels
+
+
+def answer_matches(reply: str, label: str) -> bool:
+    """Whether an executor's reply states ``label``: its last `backticked` span, else its first line, equal as
+    Python literals when both read as one (``==``, as AZR compares values: 3 == 3.0, '[1,2]' == '[1, 2]'), else
+    as text with whitespace collapsed and outer quotes dropped (an unquoted string answer counts)."""
+    reply = reply.replace("```python", "").replace("```", "").strip()
+    spans = re.findall(r"`([^`]+)`", reply)
+    answer = spans[-1] if spans else (reply.splitlines() or [""])[0]
+    answer = answer.strip().rstrip(".").strip()
+    try:
+        return bool(ast.literal_eval(answer) == ast.literal_eval(label))
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        pass
+
+    def plain(text: str) -> str:
+        return " ".join(text.split()).strip("'\"")
+
+    return bool(answer) and plain(answer) == plain(label)
 
 
 def cluster_sizes(texts: list[str], threshold: float) -> list[int]:
@@ -97,15 +221,27 @@ def in_band(p: float, band: tuple[float, float]) -> bool:
     return band[0] <= p <= band[1]
 
 
+def uncertainty(p: float) -> float:
+    """R-Zero's edge, halved: highest where the executor's answers split evenly."""
+    return min(p, 1.0 - p)
+
+
+def learnability(p: float) -> float:
+    """Absolute Zero's proposer reward for a solve rate p: 1 - p, but 0 for a task always or never solved."""
+    return 0.0 if p in (0.0, 1.0) else 1.0 - p
+
+
 @dataclass(frozen=True)
 class ProposerReward:
     repetition_penalty: float = 1.0
     duplicate_threshold: float = 0.5
     tool_bonus: float = 0.1
     invalid_reward: float = -1.0
+    edge: Callable[[float], float] = uncertainty
+    """The reward for the executor's p: ``uncertainty`` (R-Zero) or ``learnability`` (AZR, code tasks)."""
 
     def __call__(self, p: float, cluster: int, batch: int, tool_share: float) -> float:
-        return min(p, 1.0 - p) - self.repetition_penalty * cluster / batch + self.tool_bonus * tool_share
+        return self.edge(p) - self.repetition_penalty * cluster / batch + self.tool_bonus * tool_share
 
 
 def final_answer(sample: Sample) -> str:
@@ -117,6 +253,16 @@ def final_answer(sample: Sample) -> str:
 
 def used_tool(sample: Sample) -> bool:
     return sample.info.get("env", {}).get("tool_calls", 0) > 0
+
+
+class Proposal(NamedTuple):
+    sample: Sample
+    question: str | None
+    """The executor's prompt (before ``FORMAT`` for arithmetic); None: an invalid proposal."""
+    label: str | None
+    """The executed output of a code task; None: voted on later (arithmetic)."""
+    key: str
+    """What near-duplicates are judged on: the question, or a code task's program (not the shared template)."""
 
 
 @dataclass
@@ -134,6 +280,10 @@ class ProposeSampler:
     make_env: Callable[[], Environment] | None = None
     """The executor's tool environment (episodes of at most ``max_turns``); None: one plain reply."""
     max_turns: int = 4
+    kind: ProposeKind = "arithmetic"
+    """What the proposer writes: arithmetic questions (answers voted on) or code tasks (labels executed)."""
+    sandbox: Sandbox | None = None
+    """Runs code proposals (kind="code"); None: one with ``CODE_LIMITS``, made on first use."""
     rounds: int = 0
     """``generate`` calls so far: the phase clock."""
 
@@ -142,38 +292,74 @@ class ProposeSampler:
         self.rounds += 1
         sampler = PolicySampler(self.policy, self.temperature, self.top_p)
         proposer_groups = sampler.generate([self.proposer_task(t) for t in tasks], sizes, max_new_tokens)
-        proposals = [(s, parse_proposal(s.text, g.task.meta["example"], self.reward.duplicate_threshold))
-                     for g in proposer_groups for s in g.samples]
-        valid = [(sample, question) for sample, question in proposals if question is not None]
-        executor_groups = self._answer([question for _, question in valid], max_new_tokens)
-        clusters = cluster_sizes([question for _, question in valid], self.reward.duplicate_threshold)
-        for (sample, question), group, cluster in zip(valid, executor_groups, clusters):
-            self._settle(sample, question, group, cluster, len(valid), training)
-        for sample, question in proposals:
-            if question is None:
-                sample.info.update({"return": self.reward.invalid_reward, "proposal": {"question": None}})
+        samples = [(s, g.task.meta["example"]) for g in proposer_groups for s in g.samples]
+        proposals = self._programs([s for s, _ in samples]) if self.kind == "code" else self._questions(samples)
+        valid = [proposal for proposal in proposals if proposal.question is not None]
+        executor_groups = self._answer([proposal.question or "" for proposal in valid], max_new_tokens)
+        clusters = cluster_sizes([proposal.key for proposal in valid], self.reward.duplicate_threshold)
+        for proposal, group, cluster in zip(valid, executor_groups, clusters):
+            self._settle(proposal, group, cluster, len(valid), training)
+        for proposal in proposals:
+            if proposal.question is None:
+                proposal.sample.info["return"] = self.reward.invalid_reward
+                proposal.sample.info.setdefault("proposal", {"question": None})
         if training == EXECUTOR:
             for group in proposer_groups:
                 group.dropped_by = "phase"
         return proposer_groups + executor_groups
 
     def proposer_task(self, seed: Task) -> Task:
-        """The proposer's prompt for a curriculum task: the instruction, and the task's question as a style example."""
+        """The proposer's prompt for a curriculum task: the instruction, and the task's question as a style example
+        (code tasks: the instruction's own format example instead)."""
+        if self.kind == "code":
+            return Task(CODE_INSTRUCTION, "", PROPOSER, seed.level, f"{PROPOSER}:{seed.uid}", meta={"example": ""})
         example = seed.prompt.replace(FORMAT, "").strip() if self.show_example else ""
         prompt = f"{INSTRUCTION}\nExample question: {example}" if example else INSTRUCTION
         return Task(prompt, "", PROPOSER, seed.level, f"{PROPOSER}:{seed.uid}", meta={"example": example})
 
+    def _questions(self, samples: list[tuple[Sample, str]]) -> list[Proposal]:
+        """Arithmetic proposals with their questions (None: unreadable, or a copy of the sample's example)."""
+        proposals = []
+        for sample, example in samples:
+            question = parse_proposal(sample.text, example, self.reward.duplicate_threshold)
+            proposals.append(Proposal(sample, question, None, question or ""))
+        return proposals
+
+    def _programs(self, samples: list[Sample]) -> list[Proposal]:
+        """Code proposals, labelled by running them; an invalid one's reason goes in its info."""
+        programs = [parse_program(sample.text) for sample in samples]
+        if self.sandbox is None:
+            self.sandbox = Sandbox(CODE_LIMITS)
+        labels = iter(label_programs(self.sandbox, [p for p in programs if p is not None]))
+        proposals = []
+        for sample, program in zip(samples, programs):
+            label = None if program is None else next(labels)
+            if program is None or label is None:
+                sample.info["proposal"] = {"question": None, "error": "unparsed" if program is None else "execution"}
+                proposals.append(Proposal(sample, None, None, ""))
+            else:
+                proposals.append(Proposal(sample, program.question(), label, program.script()))
+        return proposals
+
     def _answer(self, questions: list[str], max_new_tokens: int) -> list[Group]:
-        tasks = [Task(f"{q} {FORMAT}", "", EXECUTOR, 0, f"{EXECUTOR}:{q}") for q in questions]
+        prompts = questions if self.kind == "code" else [f"{q} {FORMAT}" for q in questions]
+        tasks = [Task(prompt, "", EXECUTOR, 0, f"{EXECUTOR}:{q}") for prompt, q in zip(prompts, questions)]
         if self.make_env is None:
             sampler: RolloutWorker = PolicySampler(self.policy, self.temperature, self.top_p)
         else:
             sampler = EpisodeSampler(self.policy, self.make_env, self.temperature, self.top_p, self.max_turns)
         return sampler.generate(tasks, self.answers, max_new_tokens)
 
-    def _settle(self, proposal: Sample, question: str, group: Group, cluster: int, batch: int, training: Phase) -> None:
-        """Vote on the executor's answers; pay both roles; mark groups the band or the phase leaves out."""
-        label, p, rewards = vote([default_extract(final_answer(s)) for s in group.samples])
+    def _judge(self, answers: list[str], label: str | None) -> tuple[str | None, float, list[float]]:
+        """(label, p, rewards): code answers against their executed label, arithmetic ones by vote."""
+        if self.kind != "code":
+            return vote([default_extract(answer) for answer in answers])
+        rewards = [float(answer_matches(answer, label or "")) for answer in answers]
+        return label, sum(rewards) / len(rewards), rewards
+
+    def _settle(self, proposal: Proposal, group: Group, cluster: int, batch: int, training: Phase) -> None:
+        """Judge the executor's answers; pay both roles; mark groups the band or the phase leaves out."""
+        label, p, rewards = self._judge([final_answer(s) for s in group.samples], proposal.label)
         tool_share = sum(used_tool(s) for s in group.samples) / len(group.samples)
         for sample, reward in zip(group.samples, rewards):
             sample.info["return"] = reward
@@ -183,9 +369,9 @@ class ProposeSampler:
             group.dropped_by = "out_of_band"
         elif training == PROPOSER:
             group.dropped_by = "phase"
-        proposal.info.update({
+        proposal.sample.info.update({
             "return": self.reward(p, cluster, batch, tool_share),
-            "proposal": {"question": question, "p": p, "label": label, "cluster": cluster,
+            "proposal": {"question": proposal.question, "p": p, "label": label, "cluster": cluster,
                          "tool_share": tool_share, "in_band": banded},
         })
 
