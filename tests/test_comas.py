@@ -221,10 +221,10 @@ def test_two_agents_discuss_train_on_their_own_turns_and_resume(tmp_path):
 
     options = COMAS + [
         "discussion.agents=2", "discussion.rounds=2", "train.steps=2", "control.tasks_per_step=2",
-        "generate.group_size=3", "control.max_new_tokens=12", "generate.temperature=1.0",
+        "generate.group_size=2", "control.max_new_tokens=12", "generate.temperature=1.0",
         "curriculum.families=[add, compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
         "eval.max_new_tokens=8", "eval.every=0", "algorithm.lr=1e-3", "model.lora=true", "model.lora_rank=8",
-        "model.threads=1", "filter.drop_zero_variance=false", "logging.progress=false", "train.max_minutes=null",
+        "filter.drop_zero_variance=false", "logging.progress=false", "train.max_minutes=null",
         "train.checkpoint_every=1", f"logging.runs_dir={tmp_path}", "logging.run_name=comas"]
     config = load_config(None, options)
     trainer = Trainer(config, new_run_dir(config))

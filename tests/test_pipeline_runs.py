@@ -229,7 +229,8 @@ RECIPES = sorted((Path(__file__).parent.parent / "recipes").glob("*.yaml"))
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
 def test_every_recipe_runs_a_step(recipe, tmp_path):
     """Each shipped recipe, shrunk to one small step, runs end to end as written."""
-    shrink = ["train.steps=1", "control.tasks_per_step=2", "eval.per_level=1", "eval.levels=[1]", "eval.every=0",
+    shrink = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=2", "eval.per_level=1",
+              "eval.levels=[1]", "eval.every=0",
               "logging.progress=false", "train.max_minutes=null", f"logging.runs_dir={tmp_path}", "logging.run_name=r",
               "model.lora=true", "model.lora_rank=8",  # LoRA: small checkpoints (full FT writes 1.6 GB each)
               "value.tasks=2", "value.iterations=1", "value.epochs=2"]  # recipes with a VM-MCTS stage: keep it small
