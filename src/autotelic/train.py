@@ -27,7 +27,14 @@ import torch
 from autotelic.algorithms import AlgorithmSpec, get_algorithm
 from autotelic.backends.hf import HFPolicy
 from autotelic.checkpoint import CheckpointWriter, latest_checkpoint, load_checkpoint
-from autotelic.config import ModelConfig, ProposeKind, RunConfig, load_config, save_config, to_dict
+from autotelic.config import (
+    ModelConfig,
+    ProposeKind,
+    RunConfig,
+    load_config,
+    save_config,
+    to_dict,
+)
 from autotelic.curricula import (
     BanditCurriculum,
     Curriculum,
@@ -42,7 +49,9 @@ from autotelic.report.sinks import MultiSink
 from autotelic.rewards import build_reward, reward_names
 from autotelic.rollout.control import Budget
 from autotelic.rollout.discussion import (
-    LOGGED_INFO,
+    LOGGED_INFO as DISCUSSION_INFO,
+)
+from autotelic.rollout.discussion import (
     DiscussionSampler,
     agent_of,
     discussion_metrics,
@@ -90,6 +99,8 @@ from autotelic.vm_mcts import evaluate_decodings, train_value_model
 log = logging.getLogger(__name__)
 
 MAX_CONSECUTIVE_FAILED_STEPS = 3
+# Sample facts rollouts.jsonl records when present: a self-play seat, a proposal, a discussion turn.
+LOGGED_INFO = ("player", "proposal", *DISCUSSION_INFO)
 # Rewards that compare against Task.answer (or hidden tests): meaningless on prompts an LLM wrote.
 LABELLED_REWARDS = {"verifier", "math_verify", "unit_tests"}
 
@@ -499,9 +510,8 @@ class Trainer:
         """eva: each prompt evolution of this step (seeds, their informativeness, the new prompts)."""
         if not isinstance(self.curriculum, EvolvingPromptPool):
             return
-        with (self.run_dir / "population.jsonl").open("a") as file:
-            for event in self.curriculum.take_events():
-                file.write(json.dumps({"step": self.state.step + 1, **event}) + "\n")
+        rows = [{"step": self.state.step + 1, **event} for event in self.curriculum.take_events()]
+        _write_jsonl(self.run_dir / "population.jsonl", rows, append=True)
 
     def _update(self, policy: HFPolicy, batch: list[Group]) -> dict[str, float]:
         config = self.config
@@ -542,14 +552,10 @@ class Trainer:
              "kept": g.kept, "filter": g.dropped_by or "kept", "policy_version": s.policy_version,
              **({"parent": s.parent, "branch_at": s.branch_at} if s.parent is not None else {}),
              **({"turns": s.info["turns"], "observations": s.info["observations"]} if "turns" in s.info else {}),
-             **({"player": s.info["player"]} if "player" in s.info else {}),
-             **({"proposal": s.info["proposal"]} if "proposal" in s.info else {}),
              **{key: s.info[key] for key in LOGGED_INFO if key in s.info}}
             for g in groups for s in g.samples
         ][:limit]
-        with (self.run_dir / "rollouts.jsonl").open("a") as file:
-            for row in rows:
-                file.write(json.dumps(row) + "\n")
+        _write_jsonl(self.run_dir / "rollouts.jsonl", rows, append=True)
 
     # ---- the whole run ---------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -651,8 +657,8 @@ def _show_discussion(result: dict[str, Any]) -> str:
     return f"agents alone {alone}; discussion {result['discussion']['accuracy']:.1%} (last round's answer)"
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w") as file:
+def _write_jsonl(path: Path, rows: list[dict[str, Any]], append: bool = False) -> None:
+    with path.open("a" if append else "w") as file:
         for row in rows:
             file.write(json.dumps(row) + "\n")
 
