@@ -41,7 +41,7 @@ from autotelic.curricula import (
     PrefixCurriculum,
     PromptPoolCurriculum,
 )
-from autotelic.curricula.evolve import OPERATIONS, EvolvingPromptPool, PromptEvolver
+from autotelic.curricula.evolve import OPERATIONS, EvolvingPromptPool, PromptEvolver, unknown_operation
 from autotelic.envs import make_env_factory, make_game_factory
 from autotelic.evaluate import DECODINGS, EvalResult, evaluate, heldout_tasks
 from autotelic.report.progress import ProgressDisplay
@@ -161,10 +161,9 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         if labelled:
             problems.append(f"evolved prompts have no reference answer, so reward '{labelled[0]}' cannot score "
                             "them: use a label-free reward (majority_vote, self_certainty, judge)")
-        unknown = [op for op in evolve.operations if op not in OPERATIONS]
-        if unknown or not evolve.operations:
-            problems.append(f"unknown curriculum.evolve.operations entry '{unknown[0] if unknown else ''}'; "
-                            f"valid: {', '.join(OPERATIONS)}")
+        unknown = unknown_operation(evolve.operations)
+        if unknown is not None:
+            problems.append(f"unknown curriculum.evolve.operations entry '{unknown}'; valid: {', '.join(OPERATIONS)}")
         if evolve.variants < 1:
             problems.append(f"curriculum.evolve.variants must be at least 1, got {evolve.variants}")
     if spec.name == "offline_dpo" and config.algorithm.dataset is None:

@@ -79,6 +79,13 @@ def clean_prompt(text: str, parent: str, min_chars: int, max_chars: int) -> str 
     return text
 
 
+def unknown_operation(operations: list[str]) -> str | None:
+    """The first entry of ``operations`` that is not an operation ("" when there is none at all), else None."""
+    if not operations:
+        return ""
+    return next((op for op in operations if op not in OPERATIONS), None)
+
+
 def generation_of(task: Task) -> int:
     return int(task.meta.get("generation", 0))
 
@@ -96,10 +103,9 @@ class PromptEvolver:
     max_chars: int = 400
 
     def __post_init__(self) -> None:
-        unknown = [op for op in self.operations if op not in OPERATIONS]
-        if unknown or not self.operations:
-            raise ValueError(f"unknown evolution operation '{unknown[0] if unknown else ''}'; "
-                             f"choose from {', '.join(OPERATIONS)}")
+        unknown = unknown_operation(self.operations)
+        if unknown is not None:
+            raise ValueError(f"unknown evolution operation '{unknown}'; choose from {', '.join(OPERATIONS)}")
 
     def evolve(self, seeds: list[Task], generation: int) -> tuple[list[Task], int]:
         """New tasks from ``seeds`` and how many replies were rejected (empty, too long, copies)."""
