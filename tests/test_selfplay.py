@@ -44,7 +44,7 @@ class ScriptedPolicy:
         return "".join(chr(t) for t in token_ids if t != EOS)
 
     def generate(self, prompts: list[list[int]], n: int, max_new_tokens: int, temperature: float,
-                 top_p: float = 1.0) -> list[list[Completion]]:
+                 top_p: float = 1.0, greedy: bool = False) -> list[list[Completion]]:
         assert n == 1
         outputs = []
         for prompt in prompts:

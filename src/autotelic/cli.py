@@ -99,7 +99,8 @@ def evaluate_command(
     greedy, best_of_n or vm_mcts (the last two with eval.token_budget and eval.value_model, by default
     the run's own value model)."""
     _setup_logging()
-    from autotelic.evaluate import evaluate, heldout_tasks
+    from autotelic.evaluate import heldout_tasks
+    from autotelic.train import evaluate_heldout
     from autotelic.value_model import ValueModel
     from autotelic.vm_mcts import decoding_for
 
@@ -112,7 +113,7 @@ def evaluate_command(
         decoding = decoding_for(config, ev.decoding, value_model)
         decoding.check()  # before the policy loads
         tasks = heldout_tasks(cur.families, ev.levels, ev.per_level, ev.seed)
-        result = evaluate(_policy(config, model_dir), tasks, ev.max_new_tokens, ev.batch_size, decoding)
+        result = evaluate_heldout(config, _policy(config, model_dir), tasks, decoding)
     except (*USER_ERRORS, ValueError) as error:
         _fail(error)
     typer.echo(json.dumps(result.summary(), indent=2))

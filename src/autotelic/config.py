@@ -294,6 +294,9 @@ class EvalConfig:
     value_model: str | None = None
     """Directory of a trained value model (``autotelic value``, or run_dir/value_model)."""
     search: SearchConfig = field(default_factory=SearchConfig)
+    agent: Literal["policy", "operator"] = "policy"
+    """Episode mode: held-out episodes by the policy alone (greedy), or by the operator agent (planner,
+    grounder, reflector and summarizer roles, see ``operator``)."""
 
 
 @dataclass
@@ -363,6 +366,24 @@ class DiscussionConfig:
 
 
 @dataclass
+class OperatorConfig:
+    """OpAgent's operator agent for web episodes (``eval.agent=operator``): a backend per role."""
+
+    planner: str = "policy"
+    """Who plays the role: policy (the model being trained or evaluated), base (the initial model) or the
+    directory of any local model; likewise for the other roles."""
+    grounder: str = "policy"
+    reflector: str = "policy"
+    summarizer: str = "policy"
+    plan_tokens: int = 64
+    action_tokens: int = 32
+    note_tokens: int = 32
+    """Reflector and summarizer replies."""
+    keep_recent: int = 2
+    """Steps the grounder sees verbatim; older ones are summarized."""
+
+
+@dataclass
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     generate: GenerateConfig = field(default_factory=GenerateConfig)
@@ -376,6 +397,7 @@ class RunConfig:
     value: ValueConfig = field(default_factory=ValueConfig)
     propose: ProposeConfig = field(default_factory=ProposeConfig)
     discussion: DiscussionConfig = field(default_factory=DiscussionConfig)
+    operator: OperatorConfig = field(default_factory=OperatorConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 

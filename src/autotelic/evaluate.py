@@ -16,10 +16,10 @@ from typing import Any
 from autotelic.backends import PolicyBackend
 from autotelic.config import SearchConfig
 from autotelic.rollout.filter import verifier_reward
-from autotelic.rollout.generate import PolicySampler
+from autotelic.rollout.generate import PolicySampler, RolloutWorker
 from autotelic.search import ValueEvaluator, best_response, search
 from autotelic.tasks import get_family
-from autotelic.types import Task
+from autotelic.types import Sample, Task
 from autotelic.value_model import ValueModel
 
 DRAWS_PER_SLOT = 20
@@ -125,6 +125,32 @@ def _vm_mcts(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, deco
                    children=cfg.children, step_tokens=cfg.step_tokens, max_new_tokens=max_new_tokens,
                    temperature=cfg.temperature, c_uct=cfg.c_uct, token_budget=budget)
     return [(best_response(tree, policy, max_new_tokens), tree.tokens_spent) for tree in trees]
+
+
+def episode_reward(task: Task, sample: Sample) -> float:
+    """An episode's held-out score: the environment's success check where it has one (web), else the
+    family's verifier on the policy's own turns."""
+    steps = sample.info.get("steps", [])
+    if steps and "success" in steps[-1]:
+        return float(steps[-1]["success"])
+    return verifier_reward(task, sample.text)
+
+
+def evaluate_episodes(agent: RolloutWorker, tasks: list[Task], max_new_tokens: int, batch_size: int = 64,
+                      ) -> EvalResult:
+    """One episode per task by ``agent`` (the policy alone, greedy, or the operator agent)."""
+    records = []
+    for start in range(0, len(tasks), batch_size):
+        for group in agent.generate(tasks[start:start + batch_size], 1, max_new_tokens):
+            sample, task = group.samples[0], group.task
+            steps = sample.info.get("steps", [])
+            records.append({"family": task.family, "level": task.level, "prompt": task.prompt, "answer": task.answer,
+                            "completion": sample.text, "tokens": len(sample.token_ids), "turns": sample.info["turns"],
+                            "actions": [step.get("action") for step in steps], "reward": episode_reward(task, sample)})
+    accuracy = sum(r["reward"] for r in records) / max(1, len(records))
+    tokens_per_task = sum(r["tokens"] for r in records) / max(1, len(records))
+    return EvalResult(accuracy, _mean_by(records, "family"), _mean_by(records, "level"), records, "episode",
+                      tokens_per_task)
 
 
 def evaluate(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, batch_size: int = 64,

@@ -17,7 +17,7 @@ import math
 import random
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, get_args
@@ -43,7 +43,7 @@ from autotelic.curricula import (
 )
 from autotelic.curricula.evolve import OPERATIONS, EvolvingPromptPool, PromptEvolver, unknown_operation
 from autotelic.envs import make_env_factory, make_game_factory
-from autotelic.evaluate import DECODINGS, EvalResult, evaluate, heldout_tasks
+from autotelic.evaluate import DECODINGS, Decoding, EvalResult, evaluate, evaluate_episodes, heldout_tasks
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rewards import build_reward, reward_names
@@ -75,6 +75,7 @@ from autotelic.rollout.generate import (
     RolloutWorker,
     TreeSampler,
 )
+from autotelic.rollout.operator import ROLES, OperatorAgent
 from autotelic.rollout.pipeline import RolloutPipeline
 from autotelic.rollout.propose import (
     ProposerReward,
@@ -274,7 +275,7 @@ def build_scorer(config: RunConfig, policy: HFPolicy) -> Scorer:
             continue
         options = dict(spec.options)
         backend = policy if spec.name == "self_certainty" else None  # confidence of the policy being trained
-        if spec.name == "judge":  # the policy itself, or another local model as a frozen judge
+        if spec.name in ("judge", "web_judge"):  # the policy itself, or another local model as a frozen judge
             model = options.pop("model", "policy")
             if model == "policy":
                 backend = policy
@@ -284,7 +285,8 @@ def build_scorer(config: RunConfig, policy: HFPolicy) -> Scorer:
             reward = build_reward(spec.name, options, backend=backend)
         except ValueError as error:
             raise TrainingError(f"filter.rewards: {error}") from None
-        parts.append((completion_scorer(reward), spec.weight))
+        parts.append((reward if getattr(reward, "reads_trajectories", False) else completion_scorer(reward),
+                      spec.weight))
     if not parts:
         raise TrainingError("filter.rewards is empty: name at least one reward (e.g. verifier)")
     return weighted_scorer(parts)
@@ -331,6 +333,37 @@ def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] 
         return ProposeSampler(policy, cfg.answers_per_task, tuple(cfg.band), reward, cfg.phase_steps, cfg.show_example,
                               gen.temperature, gen.top_p, tools, config.control.max_turns, cfg.kind)
     return PolicySampler(policy, gen.temperature, gen.top_p)
+
+
+def build_operator(config: RunConfig, policy: HFPolicy) -> OperatorAgent:
+    cfg, models = config.operator, {"policy": policy}
+    roles = {}
+    for role in ROLES:
+        name = getattr(cfg, role)
+        if name not in models:  # base: a fresh, never trained copy of the initial model; else a model directory
+            path = config.model.path if name == "base" else name
+            models[name] = HFPolicy(replace(config.model, path=path, lora=False), seed=config.train.seed)
+        roles[role] = models[name]
+    return OperatorAgent(roles, make_env_factory(config.generate.env), config.control.max_turns, cfg.plan_tokens,
+                         cfg.action_tokens, cfg.note_tokens, cfg.keep_recent)
+
+
+def build_episode_agent(config: RunConfig, policy: HFPolicy) -> RolloutWorker:
+    """Held-out episodes: the policy alone, greedy, or the operator agent (``eval.agent``)."""
+    if config.eval.agent == "operator":
+        return build_operator(config, policy)
+    return EpisodeSampler(policy, make_env_factory(config.generate.env), max_turns=config.control.max_turns,
+                          greedy=True)
+
+
+def evaluate_heldout(config: RunConfig, policy: HFPolicy, tasks: list[Task], decoding: Decoding | None = None,
+                     ) -> EvalResult:
+    """Held-out accuracy: whole greedy episodes in episode mode (scored by the environment's success check
+    where it has one), else one greedy answer per task (or ``decoding``) scored by the verifier."""
+    if config.generate.mode == "episode":
+        return evaluate_episodes(build_episode_agent(config, policy), tasks, config.control.max_new_tokens,
+                                 config.eval.batch_size)
+    return evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size, decoding)
 
 
 def build_pipeline(config: RunConfig, policy: HFPolicy, curriculum: Curriculum,
@@ -424,8 +457,7 @@ class Trainer:
 
     # ---- evaluation ------------------------------------------------------------------------
     def _evaluate(self, tag: str, policy: HFPolicy | None = None) -> EvalResult:
-        result = evaluate(policy or self.policy, self.heldout, self.config.eval.max_new_tokens,
-                          self.config.eval.batch_size)
+        result = evaluate_heldout(self.config, policy or self.policy, self.heldout)
         _write_jsonl(self.run_dir / f"eval_{tag}.jsonl", result.records)
         return result
 

@@ -10,6 +10,7 @@ reads its own observations, so one policy can play both roles with a transcript 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, NamedTuple, Protocol
 
 from autotelic.types import Task
@@ -60,12 +61,15 @@ def make_env_factory(name: str) -> Callable[[], Environment]:
     from autotelic.envs.guess_number import GuessNumberEnv
     from autotelic.envs.textarena_games import TextArenaSelfPlayEnv
     from autotelic.envs.tools import calculator_env, python_env
+    from autotelic.envs.web.env import WebEnv
 
     environments: dict[str, Callable[[], Environment]] = {
         "guess_number": GuessNumberEnv,
         "calculator": calculator_env,  # tool use on arithmetic families (add, rg_chain_sum, ...)
         "python": python_env,
         "textarena": TextArenaSelfPlayEnv,  # self-play on the ta_* families
+        "web": partial(WebEnv, "html"),  # the web_* families on the local sites, over plain HTTP (fast)
+        "web_browser": partial(WebEnv, "browser"),  # the same in headless Chromium
     }
     if name not in environments:
         raise UnknownEnvironmentError(f"unknown environment '{name}'; available: {', '.join(sorted(environments))}")

@@ -12,7 +12,7 @@ import importlib
 import inspect
 from typing import TYPE_CHECKING, Any, Protocol
 
-from autotelic.types import Task
+from autotelic.types import Group, Task
 
 if TYPE_CHECKING:
     from autotelic.backends import PolicyBackend
@@ -22,6 +22,16 @@ class RewardFunction(Protocol):
     name: str
 
     def __call__(self, task: Task, completions: list[str]) -> list[float]: ...
+
+
+class TrajectoryReward(Protocol):
+    """A reward that reads whole samples (an episode's step facts) rather than reply texts: the web rewards.
+    It says so with ``reads_trajectories = True``."""
+
+    name: str
+    reads_trajectories: bool
+
+    def __call__(self, group: Group) -> list[float]: ...
 
 
 # name -> (module, class); a model-backed reward's backend is passed separately from the options.
@@ -34,11 +44,15 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "judge": ("autotelic.rewards.judge", "LLMJudge"),
     "self_certainty": ("autotelic.rewards.confidence", "SelfCertaintyReward"),
     "unit_tests": ("autotelic.rewards.unit_tests", "UnitTestReward"),
+    # web episodes (OpAgent's hybrid reward): these read the trajectory, not the reply text
+    "web_success": ("autotelic.rewards.web", "WebSuccess"),
+    "web_progress": ("autotelic.rewards.web", "WebProgress"),
+    "web_judge": ("autotelic.rewards.web", "WebJudge"),
 }
 # Constructor arguments that take Python objects (a backend, functions), not config values.
 _NOT_OPTIONS = {"backend", "extract", "similarity"}
 # Rewards that run a model: the judge grades with one, self-certainty reads the policy's distributions.
-NEEDS_BACKEND = {"judge", "self_certainty"}
+NEEDS_BACKEND = {"judge", "web_judge", "self_certainty"}
 
 
 def reward_names() -> list[str]:

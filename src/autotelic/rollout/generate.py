@@ -175,15 +175,15 @@ class PartialRolloutSampler:
 def episode_sample(policy: PolicyBackend, **info: Any) -> Sample:
     """An empty multi-turn sample; turns and observations are appended as the episode goes."""
     return Sample(text="", token_ids=[], logprobs=[], finished=True, mask=[], policy_version=policy.version,
-                  info={"return": 0.0, "turns": 0, "invalid_actions": 0, "observations": [], **info})
+                  info={"return": 0.0, "turns": 0, "invalid_actions": 0, "observations": [], "steps": [], **info})
 
 
 def next_turns(policy: PolicyBackend, contexts: list[tuple[list[int], Sample]], max_new_tokens: int,
-               temperature: float, top_p: float) -> list[Completion]:
+               temperature: float, top_p: float, greedy: bool = False) -> list[Completion]:
     """One batched policy call: the next turn after each (prompt, sample so far)."""
     budget = max_new_tokens - min(len(sample.token_ids) for _, sample in contexts)
     outputs = policy.generate([prompt + sample.token_ids for prompt, sample in contexts], 1, budget,
-                              temperature, top_p)
+                              temperature, top_p, greedy=greedy)
     return [completion for (completion,) in outputs]
 
 
@@ -242,6 +242,7 @@ class EpisodeSampler:
     temperature: float = 1.0
     top_p: float = 1.0
     max_turns: int = 4
+    greedy: bool = False  # held-out evaluation
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         groups, episodes = [], []
@@ -261,7 +262,7 @@ class EpisodeSampler:
             if not active:
                 break
             completions = next_turns(self.policy, [(prompt, sample) for _, sample, prompt in active], max_new_tokens,
-                                     self.temperature, self.top_p)
+                                     self.temperature, self.top_p, self.greedy)
             still = []
             for (env, sample, prompt), completion in zip(active, completions):
                 turn_ids = add_turn(sample, completion, max_new_tokens)
@@ -269,12 +270,15 @@ class EpisodeSampler:
                 sample.info["return"] += result.reward
                 sample.info["invalid_actions"] += int(result.info.get("valid") is False)
                 sample.info["env"] = result.info  # the latest step's facts (e.g. running tool-call counts)
+                sample.info["steps"].append(result.info)  # every step's, for per-step rewards (web)
                 sample.info["observations"].append(result.observation)
                 if result.done or not sample.finished:  # over, or a turn cut at the token cap
                     continue
                 add_observation(self.policy, sample, result.observation)
                 still.append((env, sample, prompt))
             active = still
-        for _, sample, _ in episodes:
+        for env, sample, _ in episodes:
             set_own_text(self.policy, sample)
+            if hasattr(env, "close"):  # environments holding a browser or a connection
+                env.close()
         return groups

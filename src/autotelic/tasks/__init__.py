@@ -31,8 +31,9 @@ def get_family(name: str) -> TaskFamily:
     from autotelic.tasks.numbers import NUMBER_FAMILIES
     from autotelic.tasks.rgym import reasoning_gym_family
     from autotelic.tasks.textarena_games import TEXTARENA_FAMILIES
+    from autotelic.tasks.web import WEB_FAMILIES
 
-    families = {**NUMBER_FAMILIES, **GAME_FAMILIES, **CODE_FAMILIES, **TEXTARENA_FAMILIES}
+    families = {**NUMBER_FAMILIES, **GAME_FAMILIES, **CODE_FAMILIES, **TEXTARENA_FAMILIES, **WEB_FAMILIES}
     if name in families:
         return families[name]
     if name.startswith("rg_"):

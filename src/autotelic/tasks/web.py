@@ -1,0 +1,160 @@
+"""Web task families, one per local site (``envs/web/sites.py``): tasks drawn from the sites' seed content,
+each with a programmatic success check and progress milestones (see ``envs/web/checks.py``).
+
+Levels grow with the number of actions needed: 1 = one action on the start page, 2 = a navigation then an
+action, 3 = a whole flow through a form that changes the site's state (an order, a reply, a booking).
+A web task is done in the web environment (``generate.env=web``); ``score`` on a bare reply can only
+check answer tasks, so runs score web episodes with the web rewards instead.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from autotelic.envs.web.actions import ActionError, parse_action
+from autotelic.envs.web.checks import answer_matches
+from autotelic.envs.web.content import ARTICLES, BOOKING_DATES, BOOKING_TIMES, POSTS, PRODUCTS, THREADS, VENUES, Product
+from autotelic.types import Task
+
+NAMES = ("Ada Moss", "Ben Hart", "Cleo Vance", "Dev Rao", "Eli Stone", "Fay Lin")
+ADDRESSES = ("4 Elm Road", "12 Quay Street", "9 Hill Lane", "27 Park Row")
+REPLIES = ("Thanks for the tip", "Good luck with it", "Count me in", "Great idea")
+# Questions whose answers the wiki article states (article slug, question, answer).
+WIKI_FACTS = (
+    ("eldmark", "In which year was Eldmark founded?", "1802"),
+    ("eldmark", "What is the capital of Eldmark?", "Brisa"),
+    ("brisa", "How many people live in Brisa?", "240000"),
+    ("brisa", "Who designed the city hall of Brisa?", "Tomas Veil"),
+    ("lake-varden", "How deep is Lake Varden in metres?", "42"),
+    ("lake-varden", "Who built the first bridge over Lake Varden?", "Ada Korr"),
+    ("mount-tarn", "How high is Mount Tarn in metres?", "2810"),
+    ("mount-tarn", "In which year was Mount Tarn first climbed?", "1889"),
+    ("glimmerfruit", "What colour is a glimmerfruit?", "orange"),
+    ("glimmerfruit", "Who first described the glimmerfruit?", "Lena Holt"),
+    ("skyrail", "How many cabins does the Skyrail have?", "24"),
+    ("skyrail", "In which year did the Skyrail open?", "1998"),
+    ("copper-owl", "Who made the Copper Owl?", "Mara Fenn"),
+    ("copper-owl", "How tall is the Copper Owl in metres?", "4"),
+    ("varden-festival", "How many boat races does the Varden Festival have?", "12"),
+    ("varden-festival", "In which month is the Varden Festival held?", "July"),
+)
+_ARTICLE_TITLES = {a.slug: a.title for a in ARTICLES}
+
+
+def _price(product: Product) -> str:
+    return f"{product.price:.2f}"
+
+
+def _task(family: str, level: int, prompt: str, start: str, success: list[dict[str, Any]],
+          progress: list[dict[str, Any]] | None = None, answer: str = "") -> Task:
+    meta = {"start": start, "success": success, "progress": progress or []}
+    return Task(prompt=prompt, answer=answer, family=family, level=level, uid=f"{family}:{prompt}", meta=meta)
+
+
+def _answer_task(family: str, level: int, prompt: str, start: str, answer: str,
+                 progress: list[dict[str, Any]] | None = None) -> Task:
+    return _task(family, level, f"{prompt} Answer with answer(\"...\").", start, [{"answer": answer}], progress,
+                 answer)
+
+
+def _shop(rng: random.Random, level: int) -> Task:
+    product = rng.choice(PRODUCTS)
+    category, page = f"/shop/category/{product.category}", f"/shop/product/{product.id}"
+    in_cart = {"sql": "SELECT quantity FROM cart_items WHERE product_id = ?", "params": [product.id]}
+    if level == 1:
+        if rng.random() < 0.5:
+            return _answer_task("web_shop", 1, f"What is the price of the {product.name}?", category,
+                                _price(product))
+        return _task("web_shop", 1, f"Open the page of the {product.name}.", category, [{"url": page}])
+    if level == 2:
+        if rng.random() < 0.5:
+            return _answer_task("web_shop", 2, f"How many {product.name} items are in stock?", category,
+                                str(product.stock), [{"url": page}])
+        return _task("web_shop", 2, f"Add the {product.name} to the cart.", category, [in_cart], [{"url": page}])
+    quantity, name, address = rng.choice((1, 2, 3)), rng.choice(NAMES), rng.choice(ADDRESSES)
+    ordered = {"sql": "SELECT COUNT(*) FROM orders o JOIN order_items i ON i.order_id = o.id "
+                      "WHERE i.product_id = ? AND i.quantity = ? AND o.name = ? AND o.address = ?",
+               "params": [product.id, quantity, name, address]}
+    return _task("web_shop", 3, f"Order {quantity} x {product.name} for {name}, {address}.", "/shop/", [ordered],
+                 [{"url": page}, in_cart, {"url": "/shop/checkout"}, {"field": "Name", "value": name},
+                  {"field": "Address", "value": address}])
+
+
+def _forum(rng: random.Random, level: int) -> Task:
+    thread = rng.choice(THREADS)
+    page = f"/forum/thread/{thread.id}"
+    if level == 1:
+        if rng.random() < 0.5:
+            return _answer_task("web_forum", 1, f"Who started the thread '{thread.title}'?", "/forum/",
+                                thread.author)
+        return _task("web_forum", 1, f"Open the thread '{thread.title}'.", "/forum/", [{"url": page}])
+    if level == 2:
+        first = next(p for p in POSTS if p.thread_id == thread.id)
+        return _answer_task("web_forum", 2, f"Who wrote the first reply in the thread '{thread.title}'?",
+                            "/forum/", first.author, [{"url": page}])
+    name, reply = rng.choice(NAMES), rng.choice(REPLIES)
+    posted = {"sql": "SELECT COUNT(*) FROM posts WHERE thread_id = ? AND author = ? AND body = ?",
+              "params": [thread.id, name, reply]}
+    return _task("web_forum", 3, f"Reply '{reply}' to the thread '{thread.title}' as {name}.", "/forum/",
+                 [posted], [{"url": page}, {"field": "Your name", "value": name}, {"field": "Reply", "value": reply}])
+
+
+def _wiki(rng: random.Random, level: int) -> Task:
+    slug, question, answer = rng.choice(WIKI_FACTS)
+    page = f"/wiki/{slug}"
+    if level == 1:
+        return _answer_task("web_wiki", 1, question, page, answer)
+    if level == 2:
+        return _answer_task("web_wiki", 2, question, "/wiki/", answer, [{"url": page}])
+    text = f"{_ARTICLE_TITLES[slug]} is closed for repairs."
+    edited = {"sql": "SELECT COUNT(*) FROM articles WHERE slug = ? AND body = ?", "params": [slug, text]}
+    return _task("web_wiki", 3, f"Replace the text of the wiki article '{_ARTICLE_TITLES[slug]}' with '{text}'",
+                 "/wiki/", [edited], [{"url": page}, {"url": f"{page}/edit"}, {"field": "Text", "value": text}])
+
+
+def _booking(rng: random.Random, level: int) -> Task:
+    venue, date, time = rng.choice(VENUES), rng.choice(BOOKING_DATES), rng.choice(BOOKING_TIMES)
+    if level < 3:  # not the form's defaults (its first options), which would hold before any action
+        venue, date, time = rng.choice(VENUES[1:]), rng.choice(BOOKING_DATES[1:]), rng.choice(BOOKING_TIMES[1:])
+    if level == 1:
+        return _task("web_booking", 1, f"In the booking form, choose the time {time}.", "/booking/",
+                     [{"field": "Time", "value": time}])
+    if level == 2:
+        return _task("web_booking", 2, f"In the booking form, choose {venue.name} on {date}.", "/booking/",
+                     [{"field": "Venue", "value": venue.name}, {"field": "Date", "value": date}])
+    size, name = rng.choice((2, 3, 4)), rng.choice(NAMES)
+    booked = {"sql": "SELECT COUNT(*) FROM bookings WHERE venue_id = ? AND date = ? AND time = ? "
+                     "AND party_size = ? AND name = ?", "params": [venue.id, date, time, size, name]}
+    fields = [{"field": "Venue", "value": venue.name}, {"field": "Date", "value": date},
+              {"field": "Time", "value": time}, {"field": "Party size", "value": str(size)},
+              {"field": "Name", "value": name}]
+    return _task("web_booking", 3, f"Book {venue.name} on {date} at {time} for {size} people, name {name}.",
+                 "/booking/", [booked], fields)
+
+
+@dataclass(frozen=True)
+class WebFamily:
+    name: str
+    make: Callable[[random.Random, int], Task]
+    levels: tuple[int, ...] = (1, 2, 3)
+
+    def generate(self, rng: random.Random, level: int) -> Task:
+        return self.make(rng, level)
+
+    def score(self, task: Task, completion: str) -> float:
+        """Answer tasks only (a bare reply cannot change the site); episodes are scored by the web rewards."""
+        expected = [c["answer"] for c in task.meta.get("success", []) if "answer" in c]
+        if not expected:
+            return 0.0
+        try:
+            action = parse_action(completion)
+        except ActionError:
+            return 0.0
+        return float(action.kind == "answer" and answer_matches(action.text, expected[0]))
+
+
+WEB_FAMILIES = {f.name: f for f in (WebFamily("web_shop", _shop), WebFamily("web_forum", _forum),
+                                    WebFamily("web_wiki", _wiki), WebFamily("web_booking", _booking))}

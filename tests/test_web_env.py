@@ -1,0 +1,226 @@
+"""The web environment on the real local sites: scripted episodes through every action type, in the fast
+HTTP mode and in headless Chromium (Playwright), with the success checks and progress milestones."""
+
+from __future__ import annotations
+
+import random
+from urllib.parse import urljoin
+
+import pytest
+
+from autotelic.envs.web.actions import ActionError, parse_action
+from autotelic.envs.web.drivers import BrowserDriver, HttpDriver
+from autotelic.envs.web.env import WebEnv
+from autotelic.envs.web.page import parse_page, render
+from autotelic.envs.web.sites import WebServer
+from autotelic.rewards.web import WebProgress, WebSuccess, decision_tree
+from autotelic.tasks.web import WEB_FAMILIES
+from autotelic.types import Group, Sample, Task
+
+
+@pytest.fixture(scope="module")
+def server():
+    with WebServer() as running:
+        yield running
+
+
+def web_task(prompt: str, start: str, success: list[dict], progress: list[dict] | None = None) -> Task:
+    return Task(prompt, "", "web_shop", 3, prompt, meta={"start": start, "success": success,
+                                                         "progress": progress or []})
+
+
+def element(env: WebEnv, label: str) -> int:
+    """The number of the element labelled ``label`` on the current page (what a scripted agent reads)."""
+    matches = [e.index for e in env.page.elements.values() if e.label == label]
+    assert matches, f"no element {label!r} on {env.page.path}: {env.observation()}"
+    return matches[0]
+
+
+def run(env: WebEnv, task: Task, script: list) -> tuple[list[str], list[dict]]:
+    """Play ``script`` (action strings, or functions of the env that return one); observations and facts."""
+    observations, facts = [env.reset(task)], []
+    for line in script:
+        result = env.step(line(env) if callable(line) else line)
+        observations.append(result.observation)
+        facts.append(result.info)
+        if result.done:
+            break
+    return observations, facts
+
+
+ORDER = web_task("Order 2 x Blue Mug for Ada Moss, 4 Elm Road.", "/shop/",
+                 [{"sql": "SELECT COUNT(*) FROM orders o JOIN order_items i ON i.order_id = o.id WHERE "
+                          "i.product_id = 1 AND i.quantity = 2 AND o.name = 'Ada Moss' AND o.address = '4 Elm Road'"}],
+                 [{"url": "/shop/product/1"}, {"sql": "SELECT quantity FROM cart_items WHERE product_id = 1"},
+                  {"field": "Name", "value": "Ada Moss"}])
+ORDER_SCRIPT = [
+    lambda env: f"click({element(env, 'Kitchen')})",
+    lambda env: f"I should open it: click [{element(env, 'Blue Mug')}]",
+    lambda env: f'type({element(env, "Quantity")}, "2")',
+    lambda env: f"click({element(env, 'Add to cart')})",
+    lambda env: f"click({element(env, 'Checkout')})",
+    lambda env: f"type({element(env, 'Name')}, 'Ada Moss')",
+    lambda env: f'type({element(env, "Address")}, "4 Elm Road")',
+    lambda env: f"click({element(env, 'Place order')})",
+]
+BOOKING = web_task("Book Sakura House on 2026-12-18 at 20:00 for 3 people, name Cleo Vance.", "/booking/",
+                   [{"sql": "SELECT COUNT(*) FROM bookings WHERE venue_id = 3 AND date = '2026-12-18' AND "
+                            "time = '20:00' AND party_size = 3 AND name = 'Cleo Vance'"}],
+                   [{"field": "Venue", "value": "Sakura House"}, {"field": "Time", "value": "20:00"}])
+BOOKING_SCRIPT = [
+    lambda env: f'select({element(env, "Venue")}, "Sakura House")',
+    lambda env: f'select({element(env, "Date")}, "2026-12-18")',
+    lambda env: f'select({element(env, "Time")}, "20:00")',
+    lambda env: f'select({element(env, "Party size")}, "3")',
+    lambda env: f'type({element(env, "Name")}, "Cleo Vance")',
+    lambda env: f"click({element(env, 'Book')})",
+]
+WIKI = web_task("How many cabins does the Skyrail have?", "/wiki/", [{"answer": "24"}], [{"url": "/wiki/skyrail"}])
+WIKI_SCRIPT = [
+    "scroll(down)", "scroll(up)", 'goto("/wiki/brisa")', "back()",
+    lambda env: f"click({element(env, 'Skyrail')})",
+    "the answer is answer(24)",
+]
+MISTAKES = web_task("Reply 'Great idea' to the thread 'Book club picks' as Dev Rao.", "/forum/",
+                    [{"sql": "SELECT COUNT(*) FROM posts WHERE thread_id = 5 AND author = 'Dev Rao' AND "
+                             "body = 'Great idea'"}])
+MISTAKES_SCRIPT = [
+    "I am not sure what to do",  # no action
+    "click(99)",  # no such element
+    lambda env: f'type({element(env, "Book club picks")}, "x")',  # typing into a link
+    'goto("http://example.com/")',  # another host
+    "back()",  # no history yet
+    lambda env: f"click({element(env, 'Book club picks')})",
+    lambda env: f"click({element(env, 'Your name')})",  # focusing a field: interactive, nothing changes
+    lambda env: f'type({element(env, "Your name")}, "Dev Rao")',
+    lambda env: f'type({element(env, "Reply")}, "Great idea")',
+    lambda env: f"click({element(env, 'Post reply')})",
+]
+SCRIPTS = {"order": (ORDER, ORDER_SCRIPT), "booking": (BOOKING, BOOKING_SCRIPT), "wiki": (WIKI, WIKI_SCRIPT),
+           "mistakes": (MISTAKES, MISTAKES_SCRIPT)}
+VIEWPORTS = {"wiki": 6}  # a short viewport, so that scrolling moves it
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_scripted_episode_succeeds_over_http(server, name):
+    task, script = SCRIPTS[name]
+    env = WebEnv("html", server, viewport=VIEWPORTS.get(name, 30))
+    observations, facts = run(env, task, script)
+    assert facts[-1]["success"], observations[-2:]
+    assert env.done and env.driver is None  # the episode ended on success (or the answer) and let go of the site
+    if name == "order":
+        assert facts[2]["page_changed"] and not facts[2]["url_changed"]  # typing shows the value on the page
+        assert '"2"' in observations[3]
+        assert facts[-1]["milestones"] == 3 and facts[-1]["url"].startswith("/shop/order/")
+    if name == "wiki":
+        assert facts[0]["page_changed"] and "more lines below" in observations[0]  # a 6-line viewport scrolls
+        assert facts[2]["url"] == "/wiki/brisa" and facts[3]["url"] == "/wiki/" and facts[3]["url_changed"]
+        assert facts[-1]["answer"] == "24"
+    if name == "mistakes":
+        assert [f["valid"] for f in facts[:5]] == [False] * 5
+        assert "no action found" in facts[0]["error"] and "no element [99]" in facts[1]["error"]
+        assert "is a link" in facts[2]["error"] and "this site" in facts[3]["error"]
+        assert observations[2].startswith("Error:")
+        assert facts[6]["interactive"] and not facts[6]["page_changed"]
+        assert observations[7] == "(the page did not change)"
+
+
+def test_state_is_per_episode(server):
+    """An order placed in one episode is absent from the next episode's site."""
+    env = WebEnv("html", server)
+    run(env, ORDER, ORDER_SCRIPT)
+    first = env.episode
+    fresh = WebEnv("html", server)
+    fresh.reset(ORDER)
+    count = "SELECT COUNT(*) FROM orders"
+    assert server.connect(first).execute(count).fetchone()[0] == 1
+    assert server.connect(fresh.episode).execute(count).fetchone()[0] == 0
+
+
+def test_wrong_answer_and_wrong_field_do_not_succeed(server):
+    env = WebEnv("html", server)
+    _, facts = run(env, WIKI, [lambda env: f"click({element(env, 'Skyrail')})", 'answer("12")'])
+    assert facts[0]["new_milestones"] == 1 and not facts[-1]["success"] and env.done
+    _, facts = run(WebEnv("html", server), BOOKING, [lambda env: f'select({element(env, "Venue")}, "Fern Cafe")',
+                                                     lambda env: f'select({element(env, "Venue")}, "Nowhere")'])
+    assert facts[0]["valid"] and facts[0]["new_milestones"] == 0
+    assert not facts[1]["valid"] and "options: Olive Table" in facts[1]["error"]
+
+
+def test_decision_tree_rules():
+    penalty = 0.1
+    assert decision_tree({"valid": False}, penalty) == -penalty
+    assert decision_tree({"valid": True, "url_changed": True}, penalty) == 0.0
+    assert decision_tree({"valid": True, "interactive": True}, penalty) == 0.0
+    assert decision_tree({"valid": True, "page_changed": False}, penalty) == -penalty
+    assert decision_tree({"valid": True, "page_changed": True, "new_milestones": 1}, penalty) == 0.0
+    assert decision_tree({"valid": True, "page_changed": True, "echoes_task": True}, penalty) == 0.0
+    assert decision_tree({"valid": True, "page_changed": True, "new_milestones": 0}, penalty) == -penalty
+
+
+def test_progress_and_success_rewards_read_the_trajectory(server):
+    """A full order earns success and every milestone; a stray episode earns penalties only."""
+    samples = []
+    for script in (ORDER_SCRIPT, ["click(99)", "scroll(down)", lambda env: f"click({element(env, 'Kitchen')})"]):
+        _, facts = run(WebEnv("html", server), ORDER, script)
+        samples.append(Sample("", [], [], True, info={"steps": facts}))
+    group = Group(ORDER, [], samples)
+    assert WebSuccess()(group) == [1.0, 0.0]
+    progress = WebProgress(step_penalty=0.1, milestone_weight=0.5)(group)
+    assert progress[0] == pytest.approx(0.5)  # every step changed the URL, clicked or reached a milestone
+    assert progress[1] == pytest.approx(-0.2)  # the failed click and the scroll that moved nothing
+
+
+def test_generated_tasks_have_valid_checks(server):
+    """Every family and level makes tasks whose start page loads and whose checks evaluate."""
+    for family in WEB_FAMILIES.values():
+        for level in family.levels:
+            task = family.generate(random.Random(level), level)
+            env = WebEnv("html", server)
+            observation = env.reset(task)
+            assert task.prompt in observation and "URL: " + task.meta["start"] in observation
+            result = env.step("scroll(down)")
+            assert not result.info["success"], task.prompt  # nothing is done before the agent acts
+            env.close()
+
+
+def test_action_parser():
+    assert str(parse_action("click [4]")) == "click(4)"
+    assert str(parse_action('type(5, "a (b), c")')) == 'type(5, "a (b), c")'
+    assert str(parse_action("answer(8.50)")) == 'answer("8.50")'
+    assert str(parse_action("then select(2, 19:00).")) == 'select(2, "19:00")'
+    for bad in ("type(3)", "click(x)", "scroll(left)", "nothing"):
+        with pytest.raises(ActionError):
+            parse_action(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_browser_and_http_modes_agree(server, name):
+    """Headless Chromium and plain HTTP give the same observations and step facts on every step."""
+    task, script = SCRIPTS[name]
+    viewport = VIEWPORTS.get(name, 30)
+    http = run(WebEnv("html", server, viewport=viewport), task, script)
+    browser = run(WebEnv("browser", server, viewport=viewport), task, script)
+    assert browser == http
+    assert browser[1][-1]["success"]
+
+
+@pytest.mark.slow
+def test_every_page_reads_the_same_in_the_browser(server):
+    """Crawl every page reachable by links from the home page: the live DOM of headless Chromium and the
+    served HTML give the same observation."""
+    cookies = {"episode": server.new_episode()}
+    http, browser = HttpDriver(server.url, cookies), BrowserDriver(server.url, cookies)
+    seen, queue = set(), [server.url + "/"]
+    while queue:
+        url = queue.pop()
+        if url in seen:
+            continue
+        seen.add(url)
+        served, live = parse_page(*http.open(url)), parse_page(*browser.open(url))
+        assert render(live, {}) == render(served, {}), url
+        queue.extend(urljoin(url, e.href) for e in served.elements.values() if e.kind == "link")
+    http.close()
+    browser.close()
+    assert len(seen) > 40
