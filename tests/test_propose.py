@@ -50,8 +50,8 @@ class ScriptedPolicy:
     def encode_prompt(self, user_message: str, response_prefix: str = "") -> list[int]:
         return [ord(c) for c in f"<u>{user_message}<a>{response_prefix}"]
 
-    def encode_followup(self, observation: str, after_eos: bool) -> list[int]:
-        return [ord(c) for c in f"<u>{observation}<a>"]
+    def encode_followup(self, observation: str, after_eos: bool, response_prefix: str = "") -> list[int]:
+        return [ord(c) for c in f"<u>{observation}<a>{response_prefix}"]
 
     def decode(self, token_ids: list[int]) -> str:
         return "".join(chr(t) for t in token_ids if t != EOS)

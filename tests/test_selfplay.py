@@ -36,7 +36,7 @@ class ScriptedPolicy:
     def encode_prompt(self, user_message: str, response_prefix: str = "") -> list[int]:
         return [ord(c) for c in f"<u>{user_message}<a>{response_prefix}"]
 
-    def encode_followup(self, observation: str, after_eos: bool) -> list[int]:
+    def encode_followup(self, observation: str, after_eos: bool, response_prefix: str = "") -> list[int]:
         assert after_eos
         return [ord(c) for c in f"<u>{observation}<a>"]
 

@@ -189,9 +189,23 @@ def test_action_parser():
     assert str(parse_action('type(5, "a (b), c")')) == 'type(5, "a (b), c")'
     assert str(parse_action("answer(8.50)")) == 'answer("8.50")'
     assert str(parse_action("then select(2, 19:00).")) == 'select(2, "19:00")'
-    for bad in ("type(3)", "click(x)", "scroll(left)", "nothing"):
+    assert parse_action('Action: click "Blue Mug" and then').label == "Blue Mug"  # an element named by its label
+    assert str(parse_action('type("Name", "Ada")')) == 'type("Name", "Ada")'
+    for bad in ("type(3)", "click()", "scroll(left)", "nothing"):
         with pytest.raises(ActionError):
             parse_action(bad)
+
+
+def test_elements_named_by_label(server):
+    env = WebEnv("html", server)
+    env.reset(WIKI)
+    result = env.step('Action: click("skyrail")')  # case does not matter
+    assert result.info["valid"] and result.info["url"] == "/wiki/skyrail"
+    env.step("back()")
+    assert "no element" in env.step('click("Sky rail")').info["error"]
+    ambiguous = env.step('click("en")')  # too short to match inside labels
+    assert not ambiguous.info["valid"]
+    assert "2 elements" in env.step('click("var")').info["error"]  # Lake Varden, Varden Festival
 
 
 @pytest.mark.slow

@@ -114,6 +114,10 @@ class ControlConfig:
     overlong_buffer: int = 8
     max_turns: int = 4
     """Episode mode: turns per episode at most; selfplay: moves per game, both players' together."""
+    turn_tokens: int | None = None
+    """Episode mode: tokens per policy turn at most (e.g. one web action); None: the episode's remaining budget."""
+    max_invalid: int | None = None
+    """Episode mode, early exit: an episode ends after this many invalid actions in a row (None: never)."""
 
 
 @dataclass

@@ -47,6 +47,7 @@ from autotelic.evaluate import DECODINGS, Decoding, EvalResult, evaluate, evalua
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rewards import build_reward, reward_names
+from autotelic.rewards.web import web_metrics
 from autotelic.rollout.control import Budget
 from autotelic.rollout.discussion import (
     LOGGED_INFO as DISCUSSION_INFO,
@@ -320,7 +321,8 @@ def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] 
         return PartialRolloutSampler(policy, gen.temperature, gen.top_p, gen.partial_segment_tokens)
     if gen.mode == "episode":
         return EpisodeSampler(policy, make_env_factory(gen.env), gen.temperature, gen.top_p,
-                              config.control.max_turns)
+                              config.control.max_turns, turn_tokens=config.control.turn_tokens,
+                              max_invalid=config.control.max_invalid)
     if gen.mode == "selfplay":
         opponent = HFPolicy(config.model, seed=config.train.seed) if gen.opponent == "frozen" else None  # never updated
         return SelfPlaySampler(policy, make_game_factory(gen.env), gen.temperature, gen.top_p,
@@ -353,7 +355,7 @@ def build_episode_agent(config: RunConfig, policy: HFPolicy) -> RolloutWorker:
     if config.eval.agent == "operator":
         return build_operator(config, policy)
     return EpisodeSampler(policy, make_env_factory(config.generate.env), max_turns=config.control.max_turns,
-                          greedy=True)
+                          greedy=True, turn_tokens=config.control.turn_tokens, max_invalid=config.control.max_invalid)
 
 
 def evaluate_heldout(config: RunConfig, policy: HFPolicy, tasks: list[Task], decoding: Decoding | None = None,
@@ -524,6 +526,7 @@ class Trainer:
                 successes = sum(s.info["env"].get("tool_successes", 0) for s in episodes)
                 metrics["tools/calls_per_episode"] = calls / len(episodes)
                 metrics["tools/success_rate"] = successes / calls if calls else 0.0
+            metrics.update(web_metrics(episodes))
         metrics.update({f"curriculum/share/{arm}": p for arm, p in self.curriculum.mix().items()})
         metrics.update(proposal_metrics(groups))
         if self.discussion:

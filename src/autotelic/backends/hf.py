@@ -162,9 +162,10 @@ class HFPolicy:
         """An assistant reply as the model would have generated it: its tokens, then end-of-turn."""
         return self.tokenizer(text, add_special_tokens=False).input_ids + [self.tokenizer.eos_token_id]
 
-    def encode_followup(self, observation: str, after_eos: bool) -> list[int]:
+    def encode_followup(self, observation: str, after_eos: bool, response_prefix: str = "") -> list[int]:
         """Tokens that close the model's turn (unless it already ended with EOS), add ``observation`` as
-        the next user message and open the next assistant turn: what a multi-turn episode appends."""
+        the next user message and open the next assistant turn (with ``response_prefix`` already written):
+        what a multi-turn episode appends."""
         marker = "\x00TURN\x00"
         messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": marker},
                     {"role": "user", "content": observation}]
@@ -173,7 +174,7 @@ class HFPolicy:
         eos = self.tokenizer.eos_token or ""
         if after_eos and eos and tail.startswith(eos):
             tail = tail[len(eos):]
-        return self.tokenizer(tail, add_special_tokens=False).input_ids
+        return self.tokenizer(tail + response_prefix, add_special_tokens=False).input_ids
 
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)

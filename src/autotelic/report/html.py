@@ -52,6 +52,20 @@ def _accuracy_plot(evals: list[dict[str, Any]]) -> str:
     return _png(fig)
 
 
+def _web_plot(rows: list[dict[str, Any]]) -> str | None:
+    """Web episodes: task success and progress over training."""
+    if not any("web/success_rate" in r for r in rows):
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    for key, label in (("web/success_rate", "task success rate"), ("web/progress", "milestones reached"),
+                       ("web/valid_actions", "actions that executed")):
+        points = [(r["step"], r[key]) for r in rows if key in r]
+        ax.plot(*zip(*points), "o-", label=label, markersize=3)
+    ax.set_xlabel("step"), ax.set_ylabel("share of episodes / steps"), ax.set_ylim(-0.05, 1.05), ax.legend(fontsize=7)
+    ax.set_title("Web agent: success and progress (training episodes)")
+    return _png(fig)
+
+
 def _family_and_level(arm: str) -> tuple[str, int]:
     """Split a curriculum arm key, ``family/L<level>``."""
     family, level = arm.rsplit("/L", 1)
@@ -148,8 +162,9 @@ def write_report(run_dir: Path) -> Path:
     rows = _read_jsonl(run_dir / "metrics.jsonl")
     summary = json.loads((run_dir / "summary.json").read_text())
     before, after = summary["eval_before"], summary["eval_after"]
-    images = [_reward_plot(rows), _accuracy_plot(summary["evals"]), _curriculum_plot(rows), _stages_plot(rows)]
-    body = "".join(f'<img src="data:image/png;base64,{image}">' for image in images)
+    images = [_reward_plot(rows), _web_plot(rows), _accuracy_plot(summary["evals"]), _curriculum_plot(rows),
+              _stages_plot(rows)]
+    body = "".join(f'<img src="data:image/png;base64,{image}">' for image in images if image is not None)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>autotelic run {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}} img{{display:block;margin:1em 0}}
 table{{border-collapse:collapse;display:inline-table;margin-right:2em}} td,th{{border:1px solid #ccc;padding:2px 8px}}</style>

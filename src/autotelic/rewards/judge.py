@@ -58,6 +58,9 @@ class LLMJudge:
     high: int = 10
     max_new_tokens: int = 8
     name: str = "judge"
+    response_prefix: str = ""
+    """The start of the judge's reply, already written (e.g. "Score:"): a small judge then mostly writes a
+    number (greedy SmolLM2-135M graded 4 of 4 trajectories with it, 0 of 4 without)."""
     calls: int = field(default=0, init=False)
     unparsed: int = field(default=0, init=False)
 
@@ -71,7 +74,8 @@ class LLMJudge:
     def __call__(self, task: Task, completions: list[str]) -> list[float]:
         if not completions:
             return []
-        prompts = [self.backend.encode_prompt(message) for message in self.messages(task, completions)]
+        prompts = [self.backend.encode_prompt(message, self.response_prefix)
+                   for message in self.messages(task, completions)]
         groups = self.backend.generate(prompts, 1, self.max_new_tokens, temperature=1.0, greedy=True)
         scores = [parse_score(self.backend.decode(group[0].token_ids), self.low, self.high) for group in groups]
         self.calls += len(scores)

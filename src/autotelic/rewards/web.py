@@ -80,6 +80,21 @@ class WebProgress:
                 + self.milestone_weight * progress_fraction(s) for s in group.samples]
 
 
+def web_metrics(samples: list[Sample]) -> dict[str, float]:
+    """Per-step logs of web episodes: success rate, share of milestones reached, steps the decision tree
+    penalises per episode and share of actions that executed."""
+    episodes = [s for s in samples if any("success" in step for step in steps_of(s))]
+    if not episodes:
+        return {}
+    steps = [step for s in episodes for step in steps_of(s)]
+    count = len(episodes)
+    return {"web/success_rate": sum(map(succeeded, episodes)) / count,
+            "web/progress": sum(map(progress_fraction, episodes)) / count,
+            "web/penalized_steps": sum(decision_tree(step, 1.0) < 0 for step in steps if step.get("answer") is None)
+            / count,
+            "web/valid_actions": sum(bool(step.get("valid")) for step in steps) / max(1, len(steps))}
+
+
 def trajectory_text(sample: Sample) -> str:
     """What the judge reads: each action with what became of it, then the final page and answer."""
     lines = []
@@ -103,11 +118,13 @@ class WebJudge:
     low: int = 1
     high: int = 10
     max_new_tokens: int = 8
+    response_prefix: str = "Score:"
     name: str = "web_judge"
     reads_trajectories: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
-        self.judge = LLMJudge(self.backend, self.rubric, self.low, self.high, self.max_new_tokens, self.name)
+        self.judge = LLMJudge(self.backend, self.rubric, self.low, self.high, self.max_new_tokens, self.name,
+                              self.response_prefix)
 
     def __call__(self, group: Group) -> list[float]:
         return self.judge(group.task, [trajectory_text(s) for s in group.samples])

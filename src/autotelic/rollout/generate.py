@@ -17,6 +17,7 @@ multi-turn pieces here; ``DiscussionSampler`` (``discussion.py``) runs CoMAS dis
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -179,12 +180,19 @@ def episode_sample(policy: PolicyBackend, **info: Any) -> Sample:
 
 
 def next_turns(policy: PolicyBackend, contexts: list[tuple[list[int], Sample]], max_new_tokens: int,
-               temperature: float, top_p: float, greedy: bool = False) -> list[Completion]:
-    """One batched policy call: the next turn after each (prompt, sample so far)."""
+               temperature: float, top_p: float, greedy: bool = False, turn_tokens: int | None = None,
+               ) -> list[Completion]:
+    """One batched policy call: the next turn after each (prompt, sample so far), at most ``turn_tokens`` long.
+    Identical contexts (a group's first turn) are prefilled once and sampled several times."""
     budget = max_new_tokens - min(len(sample.token_ids) for _, sample in contexts)
-    outputs = policy.generate([prompt + sample.token_ids for prompt, sample in contexts], 1, budget,
+    budget = min(budget, turn_tokens) if turn_tokens else budget
+    rows = [tuple(prompt + sample.token_ids) for prompt, sample in contexts]
+    counts = Counter(rows)
+    unique = list(counts)
+    outputs = policy.generate([list(row) for row in unique], [counts[row] for row in unique], budget,
                               temperature, top_p, greedy=greedy)
-    return [completion for (completion,) in outputs]
+    pools = {row: list(completions) for row, completions in zip(unique, outputs)}
+    return [pools[row].pop() for row in rows]
 
 
 def add_turn(sample: Sample, completion: Completion, max_new_tokens: int) -> list[int]:
@@ -200,10 +208,12 @@ def add_turn(sample: Sample, completion: Completion, max_new_tokens: int) -> lis
     return turn_ids
 
 
-def add_observation(policy: PolicyBackend, sample: Sample, observation: str) -> None:
-    """Append ``observation`` as the next user message and open the next assistant turn: tokens the
-    policy did not choose, so mask 0 and log-prob 0. Follows a turn that ended with its EOS token."""
-    followup = policy.encode_followup(observation, after_eos=True)
+def add_observation(policy: PolicyBackend, sample: Sample, observation: str, after_eos: bool = True,
+                    response_prefix: str = "") -> None:
+    """Append ``observation`` as the next user message and open the next assistant turn (starting with
+    ``response_prefix``): tokens the policy did not choose, so mask 0 and log-prob 0. A turn cut short
+    (``after_eos`` False) is closed first."""
+    followup = policy.encode_followup(observation, after_eos=after_eos, response_prefix=response_prefix)
     sample.token_ids += followup
     sample.logprobs += [0.0] * len(followup)
     sample.mask += [0] * len(followup)
@@ -235,7 +245,9 @@ def under_shared_prompt(sample: Sample, prompt: list[int], shared: list[int]) ->
 class EpisodeSampler:
     """Multi-turn episodes: the policy acts, the environment answers, until done, ``max_turns`` or the
     token cap. A sample's tokens are its turns and the observations between them; observation tokens
-    have mask 0 and log-prob 0. The episode return (sum of step rewards) is ``info["return"]``."""
+    have mask 0 and log-prob 0. The episode return (sum of step rewards) is ``info["return"]``. A task's
+    ``response_prefix`` starts every turn (written for the policy, e.g. "Action:"), and the environment
+    reads it with the turn."""
 
     policy: PolicyBackend
     make_env: Callable[[], Environment]
@@ -243,41 +255,51 @@ class EpisodeSampler:
     top_p: float = 1.0
     max_turns: int = 4
     greedy: bool = False  # held-out evaluation
+    turn_tokens: int | None = None
+    """Tokens per turn at most; a turn cut there still acts (the episode goes on), unlike one cut by the
+    episode's own cap."""
+    max_invalid: int | None = None
+    """Early exit: an episode ends after this many invalid actions in a row."""
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         groups, episodes = [], []
         for task, size in zip(tasks, sizes_per_task(sizes, len(tasks))):
             envs = [self.make_env() for _ in range(size)]
-            prompt = self.policy.encode_prompt(envs[0].reset(task))
+            prompt = self.policy.encode_prompt(envs[0].reset(task), task.response_prefix)
             group = Group(task, prompt, [])
             for env in envs[1:]:
                 env.reset(task)
             for env in envs:
                 group.samples.append(episode_sample(self.policy))
-                episodes.append((env, group.samples[-1], prompt))
+                episodes.append((env, group.samples[-1], prompt, task.response_prefix))
             groups.append(group)
-        active = episodes
-        for _ in range(self.max_turns):
+        active, invalid_run = episodes, Counter()  # invalid actions in a row, per sample
+        for turn in range(self.max_turns):
             active = [e for e in active if len(e[1].token_ids) < max_new_tokens]
             if not active:
                 break
-            completions = next_turns(self.policy, [(prompt, sample) for _, sample, prompt in active], max_new_tokens,
-                                     self.temperature, self.top_p, self.greedy)
+            completions = next_turns(self.policy, [(prompt, sample) for _, sample, prompt, _ in active], max_new_tokens,
+                                     self.temperature, self.top_p, self.greedy, self.turn_tokens)
             still = []
-            for (env, sample, prompt), completion in zip(active, completions):
+            for (env, sample, prompt, prefix), completion in zip(active, completions):
                 turn_ids = add_turn(sample, completion, max_new_tokens)
-                result = env.step(self.policy.decode(turn_ids))
+                cut_turn = not completion.finished and len(sample.token_ids) < max_new_tokens
+                sample.finished = sample.finished or cut_turn  # only the episode's cap ends it mid-turn
+                result = env.step(prefix + self.policy.decode(turn_ids))
                 sample.info["return"] += result.reward
                 sample.info["invalid_actions"] += int(result.info.get("valid") is False)
+                invalid_run[id(sample)] = invalid_run[id(sample)] + 1 if result.info.get("valid") is False else 0
                 sample.info["env"] = result.info  # the latest step's facts (e.g. running tool-call counts)
                 sample.info["steps"].append(result.info)  # every step's, for per-step rewards (web)
                 sample.info["observations"].append(result.observation)
-                if result.done or not sample.finished:  # over, or a turn cut at the token cap
-                    continue
-                add_observation(self.policy, sample, result.observation)
-                still.append((env, sample, prompt))
+                lost = self.max_invalid is not None and invalid_run[id(sample)] >= self.max_invalid
+                if result.done or not sample.finished or lost or turn == self.max_turns - 1:
+                    continue  # over, cut at the token cap, lost (early exit) or out of turns: nothing more to read
+                add_observation(self.policy, sample, result.observation, after_eos=not cut_turn,
+                                response_prefix=prefix)
+                still.append((env, sample, prompt, prefix))
             active = still
-        for env, sample, _ in episodes:
+        for env, sample, _, _ in episodes:
             set_own_text(self.policy, sample)
             if hasattr(env, "close"):  # environments holding a browser or a connection
                 env.close()

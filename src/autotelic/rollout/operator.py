@@ -83,11 +83,14 @@ class OperatorAgent:
         if missing:
             raise ValueError(f"the operator agent needs a backend for every role; missing: {', '.join(missing)}")
 
-    def _ask(self, role: str, messages: list[str], tokens: int) -> list[tuple[str, list[int]]]:
+    def _ask(self, role: str, messages: list[str], tokens: int, prefixes: list[str] | None = None,
+             ) -> list[tuple[str, list[int]]]:
+        """Greedy replies of ``role`` to ``messages`` (each reply starting with its prefix, already written)."""
         if not messages:
             return []
         backend = self.roles[role]
-        outputs = backend.generate([backend.encode_prompt(m) for m in messages], 1, tokens, 1.0, greedy=True)
+        prompts = [backend.encode_prompt(m, p) for m, p in zip(messages, prefixes or [""] * len(messages))]
+        outputs = backend.generate(prompts, 1, tokens, 1.0, greedy=True)
         return [(backend.decode(c.token_ids), list(c.token_ids)) for (c,) in outputs]
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
@@ -108,7 +111,8 @@ class OperatorAgent:
             active = [ep for ep in episodes if not ep.done]
             if not active:
                 break
-            replies = self._ask("grounder", [grounder_prompt(ep) for ep in active], self.action_tokens)
+            replies = self._ask("grounder", [grounder_prompt(ep) for ep in active], self.action_tokens,
+                                [ep.task.response_prefix for ep in active])
             troubled: list[tuple[_Episode, str, str]] = []
             for ep, (reply, token_ids) in zip(active, replies):
                 self._record(ep, reply, token_ids)
@@ -136,7 +140,7 @@ class OperatorAgent:
         return groups
 
     def _record(self, ep: _Episode, reply: str, token_ids: list[int]) -> None:
-        result = ep.env.step(reply)
+        result = ep.env.step(ep.task.response_prefix + reply)
         sample = ep.sample
         sample.token_ids += token_ids
         sample.logprobs += [0.0] * len(token_ids)

@@ -19,6 +19,7 @@ from autotelic.envs.web.checks import answer_matches
 from autotelic.envs.web.content import ARTICLES, BOOKING_DATES, BOOKING_TIMES, POSTS, PRODUCTS, THREADS, VENUES, Product
 from autotelic.types import Task
 
+ACTION_PREFIX = "Action:"  # every turn of the agent starts so: a small model then mostly writes an action
 NAMES = ("Ada Moss", "Ben Hart", "Cleo Vance", "Dev Rao", "Eli Stone", "Fay Lin")
 ADDRESSES = ("4 Elm Road", "12 Quay Street", "9 Hill Lane", "27 Park Row")
 REPLIES = ("Thanks for the tip", "Good luck with it", "Count me in", "Great idea")
@@ -51,7 +52,8 @@ def _price(product: Product) -> str:
 def _task(family: str, level: int, prompt: str, start: str, success: list[dict[str, Any]],
           progress: list[dict[str, Any]] | None = None, answer: str = "") -> Task:
     meta = {"start": start, "success": success, "progress": progress or []}
-    return Task(prompt=prompt, answer=answer, family=family, level=level, uid=f"{family}:{prompt}", meta=meta)
+    return Task(prompt=prompt, answer=answer, family=family, level=level, uid=f"{family}:{prompt}", meta=meta,
+                response_prefix=ACTION_PREFIX)
 
 
 def _answer_task(family: str, level: int, prompt: str, start: str, answer: str,

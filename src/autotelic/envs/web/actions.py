@@ -2,7 +2,8 @@
 ``scroll(down)``, ``goto("/shop/")``, ``back()``, ``answer("8.50")``.
 
 Read leniently, because a small model's first attempts rarely match a grammar exactly: the first
-action call in the reply counts, quotes are optional, and ``click [3]`` reads as ``click(3)``.
+action call in the reply counts, quotes are optional, ``click [3]`` reads as ``click(3)``, and an element
+may be named by its label instead of its number (``click("Blue Mug")``, ``click "Blue Mug"``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ ACTIONS = ("click", "type", "select", "scroll", "goto", "back", "answer")
 ACTION_HELP = (
     'Reply with one action: click(N), type(N, "text"), select(N, "option"), scroll(down), scroll(up), '
     'goto("/path"), back(), or answer("text") when the task is done or asks a question. '
-    "N is the number in brackets."
+    'N is the number in brackets, or the element\'s name in quotes: click("Home").'
 )
 
-_CALL = re.compile(r"\b(" + "|".join(ACTIONS) + r")\s*(\(|\[(\d+)\])", re.IGNORECASE)
+_CALL = re.compile(r"\b(" + "|".join(ACTIONS) + r")\s*(\(|\[(\d+)\]|(?=[\"']))", re.IGNORECASE)
 _NEEDS_ELEMENT = {"click", "type", "select"}
 
 
@@ -30,9 +31,10 @@ class Action:
     kind: str
     element: int | None = None
     text: str = ""
+    label: str = ""  # the element named by its label rather than its number
 
     def __str__(self) -> str:
-        args = [str(self.element)] if self.element is not None else []
+        args = [str(self.element)] if self.element is not None else ['"' + self.label + '"'] if self.label else []
         if self.text or self.kind in ("type", "answer", "goto", "select"):
             args.append('"' + self.text.replace('"', "'") + '"')
         if self.kind == "scroll":
@@ -70,11 +72,12 @@ def parse_action(reply: str) -> Action:
     args = [match.group(3)] if match.group(3) else _arguments(reply[match.end():])
     if kind in _NEEDS_ELEMENT:
         head = args[0].strip("[] ") if args else ""
-        if not head.isdigit():
-            raise ActionError(f"{kind} needs an element number first, as in {kind}(3)")
+        if not head:
+            raise ActionError(f'{kind} needs an element number or name first, as in {kind}(3) or {kind}("Home")')
         if kind in ("type", "select") and len(args) < 2:
-            raise ActionError(f'{kind} needs a text after the element number, as in {kind}({head}, "...")')
-        return Action(kind, int(head), args[1] if len(args) > 1 else "")
+            raise ActionError(f'{kind} needs a text after the element, as in {kind}({args[0]}, "...")')
+        text = args[1] if len(args) > 1 and kind != "click" else ""
+        return Action(kind, int(head), text) if head.isdigit() else Action(kind, None, text, label=head)
     text = args[0] if args else ""
     if kind == "scroll":
         direction = text.lower() or "down"

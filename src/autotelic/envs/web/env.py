@@ -99,10 +99,21 @@ class WebEnv:
         self._load(*html_url)
 
     def _element(self, action: Action) -> Element:
+        """The element ``action`` names, by number or by label (exact, else the one label containing it)."""
+        visible = visible_indices(self.page, self.offset, self.viewport)
+        if action.element is None:
+            wanted = action.label.lower()
+            exact = [i for i in visible if self.page.elements[i].label.lower() == wanted]
+            partial = [i for i in visible if len(wanted) >= 3 and wanted in self.page.elements[i].label.lower()]
+            found = exact or partial
+            if len(found) != 1:
+                problem = "no element" if not found else f"{len(found)} elements"
+                raise ActionError(f'{problem} named "{action.label}" in view; use the number in brackets')
+            return self.page.elements[min(found)]
         element = self.page.elements.get(action.element)
         if element is None:
             raise ActionError(f"there is no element [{action.element}] on this page")
-        if action.element not in visible_indices(self.page, self.offset, self.viewport):
+        if action.element not in visible:
             raise ActionError(f"element [{action.element}] is not in view: scroll first")
         return element
 

@@ -1,0 +1,108 @@
+"""The web agent around the live sites: the operator agent's four roles, and the policy on real episodes
+(the embedded model, marked slow)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from scripted import ScriptedBackend
+
+from autotelic.envs.web.env import WebEnv
+from autotelic.envs.web.sites import WebServer
+from autotelic.rewards.web import WebJudge, web_metrics
+from autotelic.rollout.operator import OperatorAgent
+from autotelic.tasks.web import WEB_FAMILIES
+from autotelic.types import Group, Task
+
+
+@pytest.fixture(scope="module")
+def server():
+    with WebServer() as running:
+        yield running
+
+
+SKYRAIL = Task("How many cabins does the Skyrail have?", "24", "web_wiki", 2, "skyrail",
+               meta={"start": "/wiki/", "success": [{"answer": "24"}], "progress": [{"url": "/wiki/skyrail"}]},
+               response_prefix="Action:")
+
+
+def test_operator_agent_routes_each_role(server):
+    """Planner once; grounder every turn (its replies continue the task's "Action:" prefix); reflector only
+    after a step that failed or changed nothing; summarizer whenever more than keep_recent steps have piled up
+    (it folds the oldest into its summary)."""
+    roles = {"planner": ScriptedBackend(["1. Open the Skyrail article. 2. Answer."]),
+             "grounder": ScriptedBackend(["I think", ' click("Brisa")', " back()", ' click("Skyrail")',
+                                          ' answer("24")']),
+             "reflector": ScriptedBackend(["Reply with an action such as click(3)."]),
+             "summarizer": ScriptedBackend(["Opened Brisa by mistake.", "Opened Brisa by mistake and went back."])}
+    agent = OperatorAgent(roles, lambda: WebEnv("html", server), max_turns=6, keep_recent=2)
+    (group,) = agent.generate([SKYRAIL], 1, 256)
+    sample = group.samples[0]
+    assert [s["valid"] for s in sample.info["steps"]] == [False, True, True, True, True]
+    assert sample.info["steps"][-1]["success"] and sample.info["turns"] == 5
+    assert sample.info["roles"] == {"plan": "1. Open the Skyrail article. 2. Answer.",
+                                    "reflections": ["Reply with an action such as click(3)."],
+                                    "summaries": ["Opened Brisa by mistake.", "Opened Brisa by mistake and went back."]}
+    planner_prompt, = roles["planner"].messages
+    assert SKYRAIL.prompt in planner_prompt and '[7] link "Lake Varden"' in planner_prompt
+    grounder = roles["grounder"].messages
+    assert "Plan:\n1. Open the Skyrail article." in grounder[0] and "Note:" not in grounder[0]
+    assert "Note: Reply with an action such as click(3)." in grounder[1]
+    assert "Earlier: Opened Brisa by mistake." in grounder[3]
+    assert 'Last actions: click("Brisa") -> now at /wiki/brisa; back() -> now at /wiki/' in grounder[3]
+    assert "Earlier: Opened Brisa by mistake and went back." in grounder[4]
+    assert 'Last actions: back() -> now at /wiki/; click("Skyrail") -> now at /wiki/skyrail' in grounder[4]
+    assert "URL: /wiki/skyrail" in grounder[4]  # the grounder always reads the current page
+
+
+def test_operator_agent_needs_every_role(server):
+    with pytest.raises(ValueError, match="missing: reflector, summarizer"):
+        OperatorAgent({"planner": ScriptedBackend([]), "grounder": ScriptedBackend([])}, lambda: WebEnv("html", server))
+
+
+def test_web_judge_reads_the_trajectory(server):
+    """The outcome judge grades each trajectory from its step facts; an ungraded one is nan (dropped)."""
+    judge_backend = ScriptedBackend(["8", "no idea"])
+    roles = {role: ScriptedBackend(replies) for role, replies in
+             {"planner": ["plan"], "grounder": [' click("Skyrail")', ' answer("24")'], "reflector": [],
+              "summarizer": []}.items()}
+    (group,) = OperatorAgent(roles, lambda: WebEnv("html", server)).generate([SKYRAIL], 1, 256)
+    stray = OperatorAgent({role: ScriptedBackend(["x", "y", "z"] * 4) for role in roles},
+                          lambda: WebEnv("html", server), max_turns=1).generate([SKYRAIL], 1, 256)[0]
+    both = Group(SKYRAIL, [], group.samples + stray.samples)
+    scores = WebJudge(judge_backend)(both)
+    assert scores[0] == pytest.approx(7 / 9) and scores[1] != scores[1]  # nan
+    graded, ungraded = judge_backend.messages
+    assert 'click("Skyrail") -> now at /wiki/skyrail' in graded and "Final answer: 24" in graded
+    assert "failed: no action found" in ungraded and "stopped without finishing" in ungraded
+    metrics = web_metrics(both.samples)
+    assert metrics["web/success_rate"] == 0.5 and metrics["web/valid_actions"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.slow
+def test_policy_episodes_on_the_sites(server, tmp_path):
+    """The embedded model plays real episodes: each turn starts with the written "Action:" prefix (masked),
+    is at most turn_tokens long, the environment's facts are recorded per turn, and an episode ends after
+    two invalid actions in a row."""
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+    from autotelic.rollout.generate import EpisodeSampler
+
+    policy = HFPolicy(ModelConfig(threads=2))
+    tasks = [family.generate(random.Random(3), 1) for family in WEB_FAMILIES.values()]
+    groups = EpisodeSampler(policy, lambda: WebEnv("html", server), 1.0, 1.0, max_turns=4,
+                            turn_tokens=12, max_invalid=2).generate(tasks, 3, 768)
+    for group in groups:
+        for sample in group.samples:
+            turns = sample.info["turns"]
+            assert turns == len(sample.info["steps"]) >= 1
+            own = [t for t, m in zip(sample.token_ids, sample.mask) if m]
+            assert len(own) <= 12 * turns
+            masked = policy.decode([t for t, m in zip(sample.token_ids, sample.mask) if not m])
+            assert masked.count("assistant\nAction:") == turns - 1  # each later turn opens with it (the first: prompt)
+            assert policy.decode(group.prompt_ids).endswith("Action:")
+            valid = [step["valid"] for step in sample.info["steps"]]
+            assert [False, False] not in [valid[i:i + 2] for i in range(len(valid) - 2)]  # early exit after two
+            if turns > 1 and sample.info["steps"][0]["valid"]:
+                assert "URL: " in sample.info["observations"][0] or "did not change" in sample.info["observations"][0]
