@@ -43,16 +43,18 @@ class ScriptedPolicy:
     def decode(self, token_ids: list[int]) -> str:
         return "".join(chr(t) for t in token_ids if t != EOS)
 
-    def generate(self, prompts: list[list[int]], n: int, max_new_tokens: int, temperature: float,
+    def generate(self, prompts: list[list[int]], n: int | list[int], max_new_tokens: int, temperature: float,
                  top_p: float = 1.0, greedy: bool = False) -> list[list[Completion]]:
-        assert n == 1
         outputs = []
-        for prompt in prompts:
+        for prompt, size in zip(prompts, [n] * len(prompts) if isinstance(n, int) else n):
             context = self.decode(prompt)
-            self.contexts.append(context)
-            ids = [ord(c) for c in self.choose(context)] + [EOS]
-            outputs.append([Completion(ids[:max_new_tokens], [MOVE_LOGPROB] * len(ids[:max_new_tokens]),
-                                       finished=len(ids) <= max_new_tokens)])
+            completions = []
+            for _ in range(size):  # identical contexts (games that opened alike) come once with their count
+                self.contexts.append(context)
+                ids = [ord(c) for c in self.choose(context)] + [EOS]
+                completions.append(Completion(ids[:max_new_tokens], [MOVE_LOGPROB] * len(ids[:max_new_tokens]),
+                                              finished=len(ids) <= max_new_tokens))
+            outputs.append(completions)
         return outputs
 
 

@@ -189,10 +189,10 @@ def next_turns(policy: PolicyBackend, contexts: list[tuple[list[int], Sample]], 
     rows = [tuple(prompt + sample.token_ids) for prompt, sample in contexts]
     counts = Counter(rows)
     unique = list(counts)
-    outputs = policy.generate([list(row) for row in unique], [counts[row] for row in unique], budget,
-                              temperature, top_p, greedy=greedy)
+    sizes = 1 if len(unique) == len(rows) else [counts[row] for row in unique]
+    outputs = policy.generate([list(row) for row in unique], sizes, budget, temperature, top_p, greedy=greedy)
     pools = {row: list(completions) for row, completions in zip(unique, outputs)}
-    return [pools[row].pop() for row in rows]
+    return [pools[row].pop(0) for row in rows]
 
 
 def add_turn(sample: Sample, completion: Completion, max_new_tokens: int) -> list[int]:
