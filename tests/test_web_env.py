@@ -8,6 +8,8 @@ from urllib.parse import urljoin
 
 import pytest
 
+from autotelic.curricula import BanditCurriculum
+from autotelic.curricula.failures import FailureCurriculum
 from autotelic.envs.web.actions import ActionError, parse_action
 from autotelic.envs.web.drivers import BrowserDriver, HttpDriver
 from autotelic.envs.web.env import WebEnv
@@ -238,3 +240,36 @@ def test_every_page_reads_the_same_in_the_browser(server):
     http.close()
     browser.close()
     assert len(seen) > 40
+
+
+def test_failed_tasks_are_cut_at_their_frontier(server):
+    """WebRL-style curriculum: a failed order becomes "open the page, then add it to the cart" when no
+    episode got past the product page; the cut task's check is the parent's own milestone, and it is
+    solvable on the site."""
+    order = WEB_FAMILIES["web_shop"].generate(random.Random(0), 3)
+    product = order.meta["progress"][0]["url"]
+    samples = []
+    for script in (["click(99)"], [lambda env: f"click({element(env, 'Kitchen')})"]):
+        _, facts = run(WebEnv("html", server), order, script)
+        samples.append(Sample("", [], [], True, info={"steps": facts}))
+    curriculum = FailureCurriculum(BanditCurriculum(["web_shop"], [1], seed=0), fraction=0.5)
+    assert curriculum.observe([Group(order, [], samples)])["failures/made_total"] == 1.0
+    first, = curriculum.next_tasks(2)[:1]
+    assert first.meta["success"] == [order.meta["progress"][0]] and first.meta["progress"] == []
+    assert first.prompt.startswith("Open the page of the ") and first.meta["parent"] == order.uid
+    # once an episode reached the product page, the next cut also asks for the cart
+    name = first.prompt.removeprefix("Open the page of the ").rstrip(".")
+    opened = run(WebEnv("html", server), order, [lambda env: f'goto("{product}")'])[1]
+    group = Group(order, [], [Sample("", [], [], True, info={"steps": opened})])
+    curriculum.observe([group])
+    second = curriculum.next_tasks(2)[0]
+    assert second.prompt == f"Open the page of the {name}, then add the {name} to the cart."
+    solved = run(WebEnv("html", server), second, [f'goto("{product}")',
+                                                  lambda env: f"click({element(env, 'Add to cart')})"])[1]
+    assert solved[-1]["success"] and solved[-1]["milestones"] == 1
+    derived = Group(second, [], [Sample("", [], [], True, info={"steps": solved})])
+    assert curriculum.observe([derived])["failures/derived_success"] == 1.0
+    state = curriculum.state_dict()
+    restored = FailureCurriculum(BanditCurriculum(["web_shop"], [1], seed=0), fraction=0.5)
+    restored.load_state_dict(state)
+    assert restored.made == curriculum.made and list(restored.queue) == list(curriculum.queue)

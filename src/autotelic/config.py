@@ -189,6 +189,9 @@ class CurriculumConfig:
     """ReST-GRPO: a cut leaving k lines after it is drawn with weight decay**k (later cuts preferred)."""
     prefix_min_reward: float = 1.0
     """ReST-GRPO: an answer is cut into prefixes when its reward reaches this."""
+    failure_fraction: float = 0.0
+    """WebRL-style: share of each step's tasks made from failed ones, cut at the first progress milestone
+    no sample reached (web tasks; 0 disables)."""
 
 
 @dataclass

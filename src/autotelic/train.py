@@ -41,9 +41,22 @@ from autotelic.curricula import (
     PrefixCurriculum,
     PromptPoolCurriculum,
 )
-from autotelic.curricula.evolve import OPERATIONS, EvolvingPromptPool, PromptEvolver, unknown_operation
+from autotelic.curricula.evolve import (
+    OPERATIONS,
+    EvolvingPromptPool,
+    PromptEvolver,
+    unknown_operation,
+)
+from autotelic.curricula.failures import FailureCurriculum
 from autotelic.envs import make_env_factory, make_game_factory
-from autotelic.evaluate import DECODINGS, Decoding, EvalResult, evaluate, evaluate_episodes, heldout_tasks
+from autotelic.evaluate import (
+    DECODINGS,
+    Decoding,
+    EvalResult,
+    evaluate,
+    evaluate_episodes,
+    heldout_tasks,
+)
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rewards import build_reward, reward_names
@@ -257,6 +270,10 @@ def build_curriculum(config: RunConfig, heldout: list[Task]) -> Curriculum:
             raise TrainingError(f"curriculum.prefix_fraction must lie in (0, 1], got {cur.prefix_fraction}")
         curriculum = PrefixCurriculum(curriculum, cur.prefix_fraction, cur.prefix_per_solution, cur.prefix_decay,
                                       cur.prefix_min_reward, seed=seed)
+    if cur.failure_fraction > 0:
+        if not 0 < cur.failure_fraction <= 1:
+            raise TrainingError(f"curriculum.failure_fraction must lie in (0, 1], got {cur.failure_fraction}")
+        curriculum = FailureCurriculum(curriculum, cur.failure_fraction)
     return curriculum
 
 

@@ -3,6 +3,8 @@ each with a programmatic success check and progress milestones (see ``envs/web/c
 
 Levels grow with the number of actions needed: 1 = one action on the start page, 2 = a navigation then an
 action, 3 = a whole flow through a form that changes the site's state (an order, a reply, a booking).
+Progress milestones carry a ``goal`` (what reaching them means, in words): the failure curriculum
+(``curricula/failures.py``) turns a failed task's first unreached milestones into an easier task.
 A web task is done in the web environment (``generate.env=web``); ``score`` on a bare reply can only
 check answer tasks, so runs score web episodes with the web rewards instead.
 """
@@ -65,7 +67,9 @@ def _answer_task(family: str, level: int, prompt: str, start: str, answer: str,
 def _shop(rng: random.Random, level: int) -> Task:
     product = rng.choice(PRODUCTS)
     category, page = f"/shop/category/{product.category}", f"/shop/product/{product.id}"
-    in_cart = {"sql": "SELECT quantity FROM cart_items WHERE product_id = ?", "params": [product.id]}
+    opened = {"url": page, "goal": f"open the page of the {product.name}"}
+    in_cart = {"sql": "SELECT quantity FROM cart_items WHERE product_id = ?", "params": [product.id],
+               "goal": f"add the {product.name} to the cart"}
     if level == 1:
         if rng.random() < 0.5:
             return _answer_task("web_shop", 1, f"What is the price of the {product.name}?", category,
@@ -74,20 +78,22 @@ def _shop(rng: random.Random, level: int) -> Task:
     if level == 2:
         if rng.random() < 0.5:
             return _answer_task("web_shop", 2, f"How many {product.name} items are in stock?", category,
-                                str(product.stock), [{"url": page}])
-        return _task("web_shop", 2, f"Add the {product.name} to the cart.", category, [in_cart], [{"url": page}])
+                                str(product.stock), [opened])
+        return _task("web_shop", 2, f"Add the {product.name} to the cart.", category, [in_cart], [opened])
     quantity, name, address = rng.choice((1, 2, 3)), rng.choice(NAMES), rng.choice(ADDRESSES)
     ordered = {"sql": "SELECT COUNT(*) FROM orders o JOIN order_items i ON i.order_id = o.id "
                       "WHERE i.product_id = ? AND i.quantity = ? AND o.name = ? AND o.address = ?",
                "params": [product.id, quantity, name, address]}
     return _task("web_shop", 3, f"Order {quantity} x {product.name} for {name}, {address}.", "/shop/", [ordered],
-                 [{"url": page}, in_cart, {"url": "/shop/checkout"}, {"field": "Name", "value": name},
-                  {"field": "Address", "value": address}])
+                 [opened, in_cart, {"url": "/shop/checkout", "goal": "go to the checkout"},
+                  {"field": "Name", "value": name, "goal": f"type {name} as the name"},
+                  {"field": "Address", "value": address, "goal": f"type {address} as the address"}])
 
 
 def _forum(rng: random.Random, level: int) -> Task:
     thread = rng.choice(THREADS)
     page = f"/forum/thread/{thread.id}"
+    opened = {"url": page, "goal": f"open the thread '{thread.title}'"}
     if level == 1:
         if rng.random() < 0.5:
             return _answer_task("web_forum", 1, f"Who started the thread '{thread.title}'?", "/forum/",
@@ -96,25 +102,28 @@ def _forum(rng: random.Random, level: int) -> Task:
     if level == 2:
         first = next(p for p in POSTS if p.thread_id == thread.id)
         return _answer_task("web_forum", 2, f"Who wrote the first reply in the thread '{thread.title}'?",
-                            "/forum/", first.author, [{"url": page}])
+                            "/forum/", first.author, [opened])
     name, reply = rng.choice(NAMES), rng.choice(REPLIES)
     posted = {"sql": "SELECT COUNT(*) FROM posts WHERE thread_id = ? AND author = ? AND body = ?",
               "params": [thread.id, name, reply]}
     return _task("web_forum", 3, f"Reply '{reply}' to the thread '{thread.title}' as {name}.", "/forum/",
-                 [posted], [{"url": page}, {"field": "Your name", "value": name}, {"field": "Reply", "value": reply}])
+                 [posted], [opened, {"field": "Your name", "value": name, "goal": f"type {name} as your name"},
+                            {"field": "Reply", "value": reply, "goal": f"type '{reply}' as the reply"}])
 
 
 def _wiki(rng: random.Random, level: int) -> Task:
     slug, question, answer = rng.choice(WIKI_FACTS)
     page = f"/wiki/{slug}"
+    opened = {"url": page, "goal": f"open the wiki article '{_ARTICLE_TITLES[slug]}'"}
     if level == 1:
         return _answer_task("web_wiki", 1, question, page, answer)
     if level == 2:
-        return _answer_task("web_wiki", 2, question, "/wiki/", answer, [{"url": page}])
+        return _answer_task("web_wiki", 2, question, "/wiki/", answer, [opened])
     text = f"{_ARTICLE_TITLES[slug]} is closed for repairs."
     edited = {"sql": "SELECT COUNT(*) FROM articles WHERE slug = ? AND body = ?", "params": [slug, text]}
     return _task("web_wiki", 3, f"Replace the text of the wiki article '{_ARTICLE_TITLES[slug]}' with '{text}'",
-                 "/wiki/", [edited], [{"url": page}, {"url": f"{page}/edit"}, {"field": "Text", "value": text}])
+                 "/wiki/", [edited], [opened, {"url": f"{page}/edit", "goal": "open its edit page"},
+                                      {"field": "Text", "value": text, "goal": f"type '{text}' as its text"}])
 
 
 def _booking(rng: random.Random, level: int) -> Task:
@@ -130,9 +139,11 @@ def _booking(rng: random.Random, level: int) -> Task:
     size, name = rng.choice((2, 3, 4)), rng.choice(NAMES)
     booked = {"sql": "SELECT COUNT(*) FROM bookings WHERE venue_id = ? AND date = ? AND time = ? "
                      "AND party_size = ? AND name = ?", "params": [venue.id, date, time, size, name]}
-    fields = [{"field": "Venue", "value": venue.name}, {"field": "Date", "value": date},
-              {"field": "Time", "value": time}, {"field": "Party size", "value": str(size)},
-              {"field": "Name", "value": name}]
+    fields = [{"field": "Venue", "value": venue.name, "goal": f"choose {venue.name} as the venue"},
+              {"field": "Date", "value": date, "goal": f"choose the date {date}"},
+              {"field": "Time", "value": time, "goal": f"choose the time {time}"},
+              {"field": "Party size", "value": str(size), "goal": f"choose a party size of {size}"},
+              {"field": "Name", "value": name, "goal": f"type {name} as the name"}]
     return _task("web_booking", 3, f"Book {venue.name} on {date} at {time} for {size} people, name {name}.",
                  "/booking/", [booked], fields)
 

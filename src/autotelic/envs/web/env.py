@@ -80,7 +80,7 @@ class WebEnv:
         self.reached |= new
         success = all(check_condition(c, state) for c in self.task.meta.get("success", []))
         facts.update(new_milestones=len(new), milestones=len(self.reached), milestones_total=len(progress),
-                     success=success, answer=self.answer)
+                     reached=sorted(self.reached), success=success, answer=self.answer)
         self.done = self.answer is not None or success and self.end_on_success
         if self.done:
             self.driver.close()
