@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotelic.backends import PolicyBackend
 from autotelic.rewards.judge import LLMJudge
 from autotelic.types import Group, Sample
 
@@ -110,21 +109,13 @@ def trajectory_text(sample: Sample) -> str:
 
 
 @dataclass
-class WebJudge:
+class WebJudge(LLMJudge):
     """The outcome judge: an LLM grades the trajectory against ``rubric`` (0-1; nan when unparsed)."""
 
-    backend: PolicyBackend
     rubric: str = WEB_RUBRIC
-    low: int = 1
-    high: int = 10
-    max_new_tokens: int = 8
-    response_prefix: str = "Score:"
     name: str = "web_judge"
+    response_prefix: str = "Score:"
     reads_trajectories: bool = field(default=True, init=False)
 
-    def __post_init__(self) -> None:
-        self.judge = LLMJudge(self.backend, self.rubric, self.low, self.high, self.max_new_tokens, self.name,
-                              self.response_prefix)
-
-    def __call__(self, group: Group) -> list[float]:
-        return self.judge(group.task, [trajectory_text(s) for s in group.samples])
+    def __call__(self, group: Group) -> list[float]:  # type: ignore[override]  # reads samples, not texts
+        return super().__call__(group.task, [trajectory_text(s) for s in group.samples])
