@@ -106,3 +106,18 @@ def test_policy_episodes_on_the_sites(server, tmp_path):
             assert [False, False] not in [valid[i:i + 2] for i in range(len(valid) - 2)]  # early exit after two
             if turns > 1 and sample.info["steps"][0]["valid"]:
                 assert "URL: " in sample.info["observations"][0] or "did not change" in sample.info["observations"][0]
+
+
+def test_held_out_episodes_are_scored_by_the_success_check(server):
+    """evaluate_episodes runs one episode per task with any agent and scores it by the site's own check."""
+    from autotelic.evaluate import evaluate_episodes
+
+    grounder = ScriptedBackend([' click("Skyrail")', ' answer("25")', ' answer("24")'])  # turn by turn, task by task
+    roles = {"planner": ScriptedBackend(["plan", "plan"]), "grounder": grounder,
+             "reflector": ScriptedBackend([]), "summarizer": ScriptedBackend([])}
+    wrong = Task("How many cabins? (wrong answer)", "24", "web_wiki", 1, "skyrail-wrong",
+                 meta={**SKYRAIL.meta, "start": "/wiki/skyrail"}, response_prefix="Action:")
+    result = evaluate_episodes(OperatorAgent(roles, lambda: WebEnv("html", server)), [SKYRAIL, wrong], 256)
+    assert [r["reward"] for r in result.records] == [1.0, 0.0]
+    assert result.records[0]["actions"] == ['click("Skyrail")', 'answer("24")'] and result.accuracy == 0.5
+    assert result.by_level == {"1": 0.0, "2": 1.0}

@@ -127,13 +127,13 @@ def _vm_mcts(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, deco
     return [(best_response(tree, policy, max_new_tokens), tree.tokens_spent) for tree in trees]
 
 
-def episode_reward(task: Task, sample: Sample) -> float:
-    """An episode's held-out score: the environment's success check where it has one (web), else the
-    family's verifier on the policy's own turns."""
+def episode_reward(sample: Sample) -> float:
+    """An episode's held-out score: the environment's success check where it has one (web), else its
+    return (the tool and game environments pay the final answer by the task's verifier)."""
     steps = sample.info.get("steps", [])
     if steps and "success" in steps[-1]:
         return float(steps[-1]["success"])
-    return verifier_reward(task, sample.text)
+    return float(sample.info["return"])
 
 
 def evaluate_episodes(agent: RolloutWorker, tasks: list[Task], max_new_tokens: int, batch_size: int = 64,
@@ -146,7 +146,9 @@ def evaluate_episodes(agent: RolloutWorker, tasks: list[Task], max_new_tokens: i
             steps = sample.info.get("steps", [])
             records.append({"family": task.family, "level": task.level, "prompt": task.prompt, "answer": task.answer,
                             "completion": sample.text, "tokens": len(sample.token_ids), "turns": sample.info["turns"],
-                            "actions": [step.get("action") for step in steps], "reward": episode_reward(task, sample)})
+                            "reward": episode_reward(sample),
+                            **({"actions": [s.get("action") for s in steps]} if any("action" in s for s in steps)
+                               else {})})
     accuracy = sum(r["reward"] for r in records) / max(1, len(records))
     tokens_per_task = sum(r["tokens"] for r in records) / max(1, len(records))
     return EvalResult(accuracy, _mean_by(records, "family"), _mean_by(records, "level"), records, "episode",

@@ -209,14 +209,18 @@ def add_turn(sample: Sample, completion: Completion, max_new_tokens: int) -> lis
 
 
 def add_observation(policy: PolicyBackend, sample: Sample, observation: str, after_eos: bool = True,
-                    response_prefix: str = "") -> None:
+                    response_prefix: str = "", max_tokens: int | None = None) -> bool:
     """Append ``observation`` as the next user message and open the next assistant turn (starting with
     ``response_prefix``): tokens the policy did not choose, so mask 0 and log-prob 0. A turn cut short
-    (``after_eos`` False) is closed first."""
+    (``after_eos`` False) is closed first. Appends nothing, and returns False, when the sample would then
+    hold ``max_tokens`` or more: no room would be left for the next turn."""
     followup = policy.encode_followup(observation, after_eos=after_eos, response_prefix=response_prefix)
+    if max_tokens is not None and len(sample.token_ids) + len(followup) >= max_tokens:
+        return False
     sample.token_ids += followup
     sample.logprobs += [0.0] * len(followup)
     sample.mask += [0] * len(followup)
+    return True
 
 
 def set_own_text(policy: PolicyBackend, sample: Sample) -> None:
@@ -295,9 +299,9 @@ class EpisodeSampler:
                 lost = self.max_invalid is not None and invalid_run[id(sample)] >= self.max_invalid
                 if result.done or not sample.finished or lost or turn == self.max_turns - 1:
                     continue  # over, cut at the token cap, lost (early exit) or out of turns: nothing more to read
-                add_observation(self.policy, sample, result.observation, after_eos=not cut_turn,
-                                response_prefix=prefix)
-                still.append((env, sample, prompt, prefix))
+                if add_observation(self.policy, sample, result.observation, after_eos=not cut_turn,
+                                   response_prefix=prefix, max_tokens=max_new_tokens):
+                    still.append((env, sample, prompt, prefix))
             active = still
         for env, sample, _, _ in episodes:
             set_own_text(self.policy, sample)
