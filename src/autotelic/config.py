@@ -391,6 +391,18 @@ class OperatorConfig:
 
 
 @dataclass
+class DistConfig:
+    """Ray: rollout workers as actors (the same run from a laptop to a cluster)."""
+
+    rollout_workers: int = 0
+    """Ray actors that generate, each with its own policy copy synced after every update; 0: in-process."""
+    address: str | None = None
+    """None starts a local Ray instance; "auto" or "ray://host:10001" joins a cluster (``ray start --head``)."""
+    cpus_per_worker: float = 1.0
+    """CPUs Ray reserves per rollout worker (set model.threads to match)."""
+
+
+@dataclass
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     generate: GenerateConfig = field(default_factory=GenerateConfig)
@@ -405,6 +417,7 @@ class RunConfig:
     propose: ProposeConfig = field(default_factory=ProposeConfig)
     discussion: DiscussionConfig = field(default_factory=DiscussionConfig)
     operator: OperatorConfig = field(default_factory=OperatorConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 

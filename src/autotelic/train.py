@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, get_args
 
@@ -155,6 +156,11 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
                         f"algorithm (grpo, dr_grpo, dapo, gspo), not {spec.name}")
     if control.early_exit_probe is not None and mode in ("tree", "partial", "selfplay"):
         problems.append(f"control.early_exit_probe works with generate.mode sample or episode, not {mode}")
+    if config.dist.rollout_workers < 0:
+        problems.append(f"dist.rollout_workers must be 0 (in-process) or more, got {config.dist.rollout_workers}")
+    if config.dist.rollout_workers and mode in ("partial", "propose", "discussion"):
+        problems.append(f"dist.rollout_workers works with generate.mode sample, tree, episode or selfplay, not {mode} "
+                        "(its generator keeps state or several models on the driver)")
     if mode in ("episode", "selfplay") and config.generate.env is None:
         example = "textarena" if mode == "selfplay" else "guess_number"
         problems.append(f"generate.mode={mode} needs generate.env (e.g. {example})")
@@ -328,8 +334,19 @@ def build_discussion(config: RunConfig, agents: list[HFPolicy], greedy: bool = F
                              cfg.grade_tokens, gen.temperature, gen.top_p, greedy)
 
 
+def build_rollout_worker(config: RunConfig, index: int) -> tuple[HFPolicy, RolloutWorker]:
+    """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator."""
+    policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1))
+    return policy, build_generator(replace(config, dist=replace(config.dist, rollout_workers=0)), policy)
+
+
 def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] | None = None) -> RolloutWorker:
     gen = config.generate
+    if config.dist.rollout_workers:
+        from autotelic.dist.rollout import RayRolloutPool
+
+        return RayRolloutPool(partial(build_rollout_worker, config), config.dist.rollout_workers,
+                              config.dist.address, config.dist.cpus_per_worker)
     if gen.mode == "discussion":
         return build_discussion(config, agents or [policy])
     if gen.mode == "tree":
@@ -508,6 +525,9 @@ class Trainer:
         started = time.perf_counter()
         if self.pairs is not None:
             return self._offline_dpo_step(started)
+        sync = getattr(self.pipeline.generator, "sync", None)
+        if sync is not None:  # remote rollout workers take the current weights
+            sync(self.policy)
         rollouts = self.pipeline.collect(self.policy.version)
         metrics = dict(rollouts.metrics)
         generated = time.perf_counter()
@@ -548,6 +568,9 @@ class Trainer:
         metrics.update(proposal_metrics(groups))
         if self.discussion:
             metrics.update(discussion_metrics(groups))
+        restarts = getattr(self.pipeline.generator, "restarts", None)
+        if restarts is not None:  # rollout actors replaced after dying, so far
+            metrics["dist/worker_restarts"] = float(restarts)
         pending = getattr(self.pipeline.generator, "pending", None)
         if pending is not None:  # partial rollouts still paused mid-generation
             metrics["generate/pending_groups"] = float(len(pending))
@@ -681,6 +704,8 @@ class Trainer:
         finally:
             sink.close()
             self.checkpoints.wait()
+            if hasattr(self.pipeline.generator, "shutdown"):
+                self.pipeline.generator.shutdown()
         from autotelic.report.html import write_report
 
         write_report(self.run_dir)

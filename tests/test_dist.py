@@ -1,0 +1,97 @@
+"""Rollout workers as Ray actors, on a real local Ray cluster (each actor loads the embedded model: slow)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from functools import partial
+
+import pytest
+import ray
+import torch
+
+from autotelic.backends.hf import HFPolicy
+from autotelic.config import load_config
+from autotelic.dist.rollout import RayRolloutPool
+from autotelic.train import Trainer, TrainingError, build_rollout_worker, new_run_dir
+from autotelic.types import Task
+
+CONFIG = ["model.threads=1", "model.lora=true", "model.lora_rank=8", "curriculum.families=[add]",
+          "curriculum.levels=[1]", "control.max_new_tokens=8", "eval.levels=[1]", "eval.per_level=1",
+          "eval.max_new_tokens=8", "eval.every=0", "logging.progress=false", "train.max_minutes=null"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _tasks(count: int) -> list[Task]:
+    return [Task(f"What is {i} + {i}? Answer with the number.", str(2 * i), "add", 1, f"add{i}") for i in range(count)]
+
+
+@pytest.mark.slow
+def test_remote_samples_come_from_the_synced_policy(cluster):
+    """After sync, the actors sample from the driver's current weights: the log-probs they recorded are the
+    driver policy's own, and differ from the untrained weights'."""
+    config = load_config(None, CONFIG)
+    policy = HFPolicy(config.model, seed=0)
+    pool = RayRolloutPool(partial(build_rollout_worker, config), workers=2)
+    with torch.no_grad():  # a changed policy, as after an update: the LoRA B matrices leave zero
+        for name, parameter in policy.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.05)
+    policy.version = 3
+    pool.sync(policy)
+    groups = pool.generate(_tasks(4), 2, 8)
+    assert [g.task.uid for g in groups] == [f"add{i}" for i in range(4)]
+    fresh, temperature = HFPolicy(config.model, seed=0), config.generate.temperature  # logprobs are tempered
+    for group in groups:
+        assert all(s.policy_version == 3 for s in group.samples)
+        completions = [s.token_ids for s in group.samples]
+        with torch.no_grad():
+            driver, _ = policy.completion_logprobs([group.prompt_ids], completions, [len(completions)], temperature)
+            untrained, _ = fresh.completion_logprobs([group.prompt_ids], completions, [len(completions)], temperature)
+        for row, sample in enumerate(group.samples):
+            recorded = torch.tensor(sample.logprobs)
+            assert torch.allclose(driver[row, :len(recorded)], recorded, atol=2e-3)
+            assert not torch.allclose(untrained[row, :len(recorded)], recorded, atol=2e-3)
+    pool.shutdown()
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_replaced_and_the_run_completes(cluster, tmp_path):
+    """A rollout actor killed during training is replaced, takes the current weights, redoes its share and
+    the run finishes every step; the metrics count the restart."""
+    config = load_config(None, CONFIG + ["dist.rollout_workers=2", "train.steps=3", "control.tasks_per_step=4",
+                                         "generate.group_size=4", "train.checkpoint_every=3",
+                                         f"logging.runs_dir={tmp_path}", "logging.run_name=run"])
+    trainer = Trainer(config, new_run_dir(config))
+    pool = trainer.pipeline.generator
+
+    def kill_during_the_second_step() -> None:
+        while trainer.state.step < 1:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        ray.kill(pool.actors[0])
+
+    killer = threading.Thread(target=kill_during_the_second_step, daemon=True)
+    killer.start()
+    summary = trainer.run()
+    killer.join(timeout=5)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "dist/worker_restarts" in r]
+    assert summary["steps"] == 3 and len(steps) == 3
+    assert steps[0]["dist/worker_restarts"] == 0 and steps[-1]["dist/worker_restarts"] >= 1
+    assert all(r["filter/kept_groups"] + sum(v for k, v in r.items() if k.startswith("filter/dropped_")) == 4
+               for r in steps)  # every step got all of its groups, the dead worker's share included
+
+
+def test_dist_settings_that_cannot_work_are_named(tmp_path):
+    for options, message in [(["dist.rollout_workers=-1"], "rollout_workers must be 0"),
+                             (["dist.rollout_workers=2", "generate.mode=partial"], "not partial")]:
+        with pytest.raises(TrainingError, match=message):
+            Trainer(load_config(None, CONFIG + options + [f"logging.runs_dir={tmp_path}"]), tmp_path / "x")
