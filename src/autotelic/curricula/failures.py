@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autotelic.rewards.web import succeeded
 from autotelic.types import Group, Task
 
 
@@ -27,7 +28,7 @@ def frontier(group: Group) -> int:
 
 
 def failed(group: Group) -> bool:
-    return not any(s.info.get("steps") and s.info["steps"][-1].get("success") for s in group.samples)
+    return not any(map(succeeded, group.samples))
 
 
 def frontier_task(task: Task, cut: int) -> Task | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from autotelic.backends import Completion, PolicyBackend
-from autotelic.envs import Environment
+from autotelic.envs import Environment, Step
 from autotelic.types import Group, Sample, Task
 
 
@@ -223,6 +223,26 @@ def add_observation(policy: PolicyBackend, sample: Sample, observation: str, aft
     return True
 
 
+def record_step(sample: Sample, result: Step) -> None:
+    """An environment step's outcome in the episode sample's facts: the return, invalid actions, the
+    latest and every step's info (per-step rewards read those, e.g. the web ones) and the observation."""
+    sample.info["return"] += result.reward
+    sample.info["invalid_actions"] += int(result.info.get("valid") is False)
+    sample.info["env"] = result.info  # the latest step's facts (e.g. running tool-call counts)
+    sample.info["steps"].append(result.info)
+    sample.info["observations"].append(result.observation)
+
+
+def invalid_in_a_row(sample: Sample) -> int:
+    """How many of the episode's last steps were invalid actions, back to the last valid one."""
+    count = 0
+    for step in reversed(sample.info["steps"]):
+        if step.get("valid") is not False:
+            break
+        count += 1
+    return count
+
+
 def set_own_text(policy: PolicyBackend, sample: Sample) -> None:
     """``sample.text``: the policy's own turns only, as rewards and logs read them."""
     sample.text = policy.decode([t for t, m in zip(sample.token_ids, sample.loss_mask()) if m])
@@ -277,7 +297,7 @@ class EpisodeSampler:
                 group.samples.append(episode_sample(self.policy))
                 episodes.append((env, group.samples[-1], prompt, task.response_prefix))
             groups.append(group)
-        active, invalid_run = episodes, Counter()  # invalid actions in a row, per sample
+        active = episodes
         for turn in range(self.max_turns):
             active = [e for e in active if len(e[1].token_ids) < max_new_tokens]
             if not active:
@@ -290,13 +310,8 @@ class EpisodeSampler:
                 cut_turn = not completion.finished and len(sample.token_ids) < max_new_tokens
                 sample.finished = sample.finished or cut_turn  # only the episode's cap ends it mid-turn
                 result = env.step(prefix + self.policy.decode(turn_ids))
-                sample.info["return"] += result.reward
-                sample.info["invalid_actions"] += int(result.info.get("valid") is False)
-                invalid_run[id(sample)] = invalid_run[id(sample)] + 1 if result.info.get("valid") is False else 0
-                sample.info["env"] = result.info  # the latest step's facts (e.g. running tool-call counts)
-                sample.info["steps"].append(result.info)  # every step's, for per-step rewards (web)
-                sample.info["observations"].append(result.observation)
-                lost = self.max_invalid is not None and invalid_run[id(sample)] >= self.max_invalid
+                record_step(sample, result)
+                lost = self.max_invalid is not None and invalid_in_a_row(sample) >= self.max_invalid
                 if result.done or not sample.finished or lost or turn == self.max_turns - 1:
                     continue  # over, cut at the token cap, lost (early exit) or out of turns: nothing more to read
                 if add_observation(self.policy, sample, result.observation, after_eos=not cut_turn,

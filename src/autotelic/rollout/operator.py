@@ -20,7 +20,7 @@ from typing import Callable
 
 from autotelic.backends import PolicyBackend
 from autotelic.envs.web.env import WebEnv, intro
-from autotelic.rollout.generate import episode_sample, sizes_per_task
+from autotelic.rollout.generate import episode_sample, record_step, sizes_per_task
 from autotelic.types import Group, Sample, Task
 
 ROLES = ("planner", "grounder", "reflector", "summarizer")
@@ -147,7 +147,5 @@ class OperatorAgent:
         sample.mask += [1] * len(token_ids)
         sample.text = (sample.text + "\n" + reply.strip()).strip()
         sample.info["turns"] += 1
-        sample.info["invalid_actions"] += int(result.info.get("valid") is False)
-        sample.info["steps"].append(result.info)
-        sample.info["env"] = result.info
+        record_step(sample, result)
         ep.done = result.done
