@@ -400,6 +400,16 @@ class DistConfig:
     """None starts a local Ray instance; "auto" or "ray://host:10001" joins a cluster (``ray start --head``)."""
     cpus_per_worker: float = 1.0
     """CPUs Ray reserves per rollout worker (set model.threads to match)."""
+    gpus_per_worker: float = 0.0
+    """GPUs Ray reserves per rollout or train worker (fractions let workers share one GPU)."""
+    async_steps: int = 0
+    """Asynchronous rollouts: generation runs ahead of training by at most this many policy versions (the
+    loss corrects the off-policy tokens, see algorithm.off_policy); 0 keeps rollouts synchronous."""
+    reward_workers: int = 0
+    """Ray actors that score groups (rewards, sandboxed unit tests, judges); 0: the driver scores."""
+    train_workers: int = 0
+    """Ray actors that train together with torch FSDP2 (each a rank: gloo on CPU, NCCL on GPUs); 0: the driver
+    trains."""
 
 
 @dataclass
