@@ -391,6 +391,29 @@ class OperatorConfig:
 
 
 @dataclass
+class VLLMConfig:
+    """vLLM rollouts (``backends/vllm.py``): samples come from a vLLM engine on the GPU, which takes the trainer's
+    weights before generating whenever an update changed them; training, scoring and evaluation stay on the
+    transformers policy. Needs ``pip install 'autotelic[vllm]'`` and a CUDA GPU."""
+
+    enabled: bool = False
+    """Generate rollouts with vLLM instead of transformers."""
+    gpu_memory_utilization: float = 0.3
+    """Share of the GPU's memory the engine takes (weights and KV cache); the rest is left to training beside it."""
+    tensor_parallel_size: int = 1
+    """GPUs one engine spans; above 1 the weights reach its worker processes through vLLM's RPC (slower sync)."""
+    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    """The engine's weights and activations (the trainer's weights are cast on every sync)."""
+    enforce_eager: bool = False
+    """Skip CUDA-graph capture: the engine starts faster and decodes slower."""
+    max_model_len: int | None = None
+    """Longest prompt plus completion, in tokens; None: the model's own limit (a smaller one leaves more KV cache)."""
+    sleep: bool = False
+    """Colocation: the engine sleeps while the trainer updates (weights offloaded to CPU, KV cache freed) and wakes
+    before the next rollouts."""
+
+
+@dataclass
 class DistConfig:
     """Ray: rollout workers as actors (the same run from a laptop to a cluster)."""
 
@@ -427,6 +450,7 @@ class RunConfig:
     propose: ProposeConfig = field(default_factory=ProposeConfig)
     discussion: DiscussionConfig = field(default_factory=DiscussionConfig)
     operator: OperatorConfig = field(default_factory=OperatorConfig)
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 

@@ -1,0 +1,227 @@
+"""GPU throughput: autotelic's vLLM rollouts against bare vLLM, training tokens/s and MFU, async against sync steps.
+
+On one CUDA machine, each part against a peer measured in the same run:
+(a) rollout tokens/s of ``VLLMPolicy.generate`` against ``LLM.generate`` on the same engine, prompts and sampling
+    parameters: what autotelic's layer (the weight-version check, building Completions) costs; target >= 0.9.
+    Also the seconds one weight sync takes (HFPolicy -> engine, after part b's updates);
+(b) training tokens/s and MFU of the HFPolicy update (update.py's GRPO step: prefix-shared forward, backward,
+    fused AdamW) on the GPU in bf16 autocast, on part a's rollouts. MFU = 6 * (decoder params * tokens + LM-head
+    params * completion tokens) / seconds / the GPU's dense bf16 peak (attention FLOPs left out; HFPolicy runs
+    each prompt once per group and the LM head on completion tokens only, so those are the FLOPs it does).
+    HFPolicy has no device setting yet: the bench moves its model to the GPU and makes CUDA the default device;
+(c) seconds per step of a short training run with asynchronous rollouts (``dist.rollout_workers=1
+    dist.async_steps=1``) against synchronous ones (``dist.async_steps=0``, the same worker), read from each
+    run's metrics.jsonl after ``--skip-steps`` warm-up steps; target >= 1.6. Runs go through ``autotelic run``
+    in subprocesses (bench/runs.py), so they train as the CLI does (today on CPU, with ``model.threads``);
+    ``--train-override`` adds settings to both runs (e.g. vllm.enabled=true dist.gpus_per_worker=0.5).
+
+Models come from local files only: ``--model embedded`` (SmolLM2-135M-Instruct) or ``--model random-0.5b``
+(Qwen2-0.5B's shape: hidden 896, 24 layers, 14 heads, 2 KV heads, MLP 4864, with the embedded tokenizer's
+vocabulary and random weights, written to a temporary directory).
+
+    python bench/gpu_throughput.py --model random-0.5b                # all three parts
+    python bench/gpu_throughput.py --model embedded --parts a,b       # without the training runs
+
+Without a CUDA GPU or vllm it says so and exits with code 2. Last line:
+``rollout_ratio=X mfu=Y async_speedup=Z`` (n/a for parts not run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from runs import launch  # bench/runs.py: this script's directory is on sys.path
+
+from autotelic.algorithms import get_algorithm
+from autotelic.backends.embedded import embedded_model_dir
+from autotelic.backends.hf import HFPolicy
+from autotelic.backends.vllm import (
+    BackendError,
+    VLLMPolicy,
+    build_vllm_generation_policy,
+    require_vllm,
+    sampling_kwargs,
+)
+from autotelic.config import load_config
+from autotelic.types import Group, Sample, Task
+from autotelic.update import policy_gradient_update
+
+# Dense (no 2:4 sparsity) bf16 tensor-core peaks, FLOP/s, by a substring of torch.cuda.get_device_name();
+# the first match wins, so the PCIe/NVL variants come before the SXM default.
+DENSE_BF16_PEAK = [("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12), ("H200", 989e12),
+                   ("A100", 312e12), ("L40S", 362e12), ("L4", 121e12)]
+
+
+def dense_bf16_peak(device_name: str) -> float | None:
+    return next((peak for key, peak in DENSE_BF16_PEAK if key in device_name), None)
+
+
+def random_qwen_05b(directory: Path) -> Path:
+    """Qwen2-0.5B's shape with random weights and the embedded tokenizer (so prompts and EOS match)."""
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
+                         num_key_value_heads=2, intermediate_size=4864, max_position_embeddings=4096,
+                         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def prompts_for(policy: HFPolicy, count: int) -> list[list[int]]:
+    rng = random.Random(0)
+    return [policy.encode_prompt(f"What is {rng.randint(10, 99)} + {rng.randint(10, 99)}? Think step by step.")
+            for _ in range(count)]
+
+
+# ---- (a) rollouts ----------------------------------------------------------------------------
+def rollout_tokens_per_second(generation: VLLMPolicy, prompts: list[list[int]], group: int, new_tokens: int,
+                              rounds: int) -> tuple[float, float, list[list[list[int]]]]:
+    """(autotelic tokens/s, bare vLLM tokens/s, autotelic's completions), the best of ``rounds`` alternating
+    rounds each, after one warm-up call of each."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    params = SamplingParams(**sampling_kwargs(group, new_tokens, 1.0, 1.0, False, (), generation.eos_ids))
+    completions: list[list[list[list[int]]]] = []
+
+    def bare() -> int:
+        outputs = generation.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        return sum(len(sample.token_ids) for request in outputs for sample in request.outputs)
+
+    def ours() -> int:
+        groups = generation.generate(prompts, group, new_tokens, temperature=1.0)
+        completions.append([[c.token_ids for c in g] for g in groups])
+        return sum(len(c.token_ids) for g in groups for c in g)
+
+    best = {bare: 0.0, ours: 0.0}
+    for round_ in range(rounds + 1):
+        for run in (bare, ours):
+            started = time.perf_counter()
+            tokens = run()
+            if round_:  # round 0 warms up (CUDA graphs, allocator)
+                best[run] = max(best[run], tokens / (time.perf_counter() - started))
+    return best[ours], best[bare], completions[-1]
+
+
+# ---- (b) training ----------------------------------------------------------------------------
+def training_throughput(policy: HFPolicy, prompts: list[list[int]], completions: list[list[list[int]]],
+                        new_tokens: int, micro_batch_tokens: int, steps: int) -> tuple[float, float]:
+    """(useful tokens/s, model FLOP/s) of update.py's GRPO step on the GPU, after one warm-up step."""
+    rewards = [float(i % 2) for i in range(len(completions[0]))]  # alternate: every group has advantages
+    groups = [Group(Task(prompt="", answer="", family="bench", level=1, uid=str(i)), prompt,
+                    [Sample(text="", token_ids=ids, logprobs=[0.0] * len(ids), finished=False, reward=r)
+                     for ids, r in zip(group, rewards)])
+              for i, (prompt, group) in enumerate(zip(prompts, completions))]
+    algo = load_config(None, ["algorithm.micro_batch_groups=1000",
+                              f"algorithm.micro_batch_tokens={micro_batch_tokens}"]).algorithm
+    spec = get_algorithm("grpo")
+    lm = policy.causal_lm
+    policy.model.to("cuda")  # parameters keep their identity, so the optimizer still holds them
+    embedding, head = lm.get_input_embeddings().weight.numel(), lm.get_output_embeddings().weight.numel()
+    decoder = sum(p.numel() for p in lm.get_decoder().parameters()) - embedding
+    prompt_tokens = sum(len(p) for p in prompts)
+    completion_tokens = sum(len(c) for group in completions for c in group)
+    with torch.device("cuda"), torch.autocast("cuda", dtype=torch.bfloat16):  # HFPolicy builds inputs by default
+        policy_gradient_update(policy, groups, spec, algo, 1.0, new_tokens)
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(steps):
+            policy_gradient_update(policy, groups, spec, algo, 1.0, new_tokens)
+        torch.cuda.synchronize()
+    seconds = (time.perf_counter() - started) / steps
+    flops = 6 * (decoder * (prompt_tokens + completion_tokens) + head * completion_tokens)
+    return (prompt_tokens + completion_tokens) / seconds, flops / seconds
+
+
+# ---- (c) asynchronous against synchronous steps ----------------------------------------------
+def seconds_per_step(name: str, model_dir: Path, overrides: list[str], steps: int, skip: int, threads: int,
+                     runs_dir: Path) -> float:
+    base = [f"model.path={model_dir}", "curriculum.families=[add]", "curriculum.levels=[1]", "eval.levels=[1]",
+            "eval.per_level=1", "filter.drop_zero_variance=false", "generate.temperature=1.0",
+            "dist.rollout_workers=1", f"dist.cpus_per_worker={threads}"]
+    process = launch(name, [*base, *overrides], runs_dir, minutes=60, threads=threads, steps=steps)
+    if process.wait() != 0:
+        sys.exit(f"the {name} run failed; its log: {runs_dir / f'{name}.log'}")
+    rows = [json.loads(line) for line in (runs_dir / name / "metrics.jsonl").read_text().splitlines() if line]
+    return statistics.mean([row["time/step"] for row in rows if "time/step" in row][skip:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["embedded", "random-0.5b"], default="embedded")
+    parser.add_argument("--parts", default="a,b,c", help="comma-separated subset of a, b, c")
+    parser.add_argument("--prompts", type=int, default=64, help="prompts per rollout batch (a, b)")
+    parser.add_argument("--group", type=int, default=8, help="samples per prompt")
+    parser.add_argument("--new-tokens", type=int, default=256, help="max new tokens per sample (a, b)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rollout rounds per side (a)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.3, help="the engine's share (a)")
+    parser.add_argument("--train-steps", type=int, default=3, help="timed updates (b)")
+    parser.add_argument("--micro-batch-tokens", type=int, default=16384, help="tokens per forward/backward (b)")
+    parser.add_argument("--run-steps", type=int, default=8, help="steps per training run (c)")
+    parser.add_argument("--skip-steps", type=int, default=2, help="warm-up steps left out of the mean (c)")
+    parser.add_argument("--run-threads", type=int, default=8, help="CPU threads for the trainer and the worker (c)")
+    parser.add_argument("--train-override", action="append", default=[], help="key=value for both runs (c)")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    try:
+        require_vllm()
+    except BackendError as error:
+        print(f"bench/gpu_throughput.py cannot run on this machine: {error}", file=sys.stderr)
+        sys.exit(2)
+
+    device = torch.cuda.get_device_name()
+    print(f"device {device}; model {args.model}")
+    ratio = mfu = speedup = None
+    with tempfile.TemporaryDirectory() as scratch:
+        model_dir = embedded_model_dir() if args.model == "embedded" else random_qwen_05b(Path(scratch) / "model")
+        if parts & {"a", "b"}:
+            config = load_config(None, [f"model.path={model_dir}", "model.lora=false", "vllm.enabled=true",
+                                        f"vllm.gpu_memory_utilization={args.gpu_memory_utilization}"])
+            policy = HFPolicy(config.model)
+            generation = build_vllm_generation_policy(config, policy)
+            prompts = prompts_for(policy, args.prompts)
+            ours, bare, completions = rollout_tokens_per_second(generation, prompts, args.group, args.new_tokens,
+                                                                args.rounds)
+            ratio = ours / bare
+            print(f"rollout  bare vLLM {bare:10.0f} tok/s   autotelic VLLMPolicy {ours:10.0f} tok/s   "
+                  f"({ratio:.3f}x; {args.prompts} prompts x {args.group} samples, <= {args.new_tokens} tokens)")
+            if "b" in parts:
+                tokens_per_s, flops_per_s = training_throughput(policy, prompts, completions, args.new_tokens,
+                                                                args.micro_batch_tokens, args.train_steps)
+                peak = dense_bf16_peak(device)
+                mfu = flops_per_s / peak if peak else None
+                print(f"training {tokens_per_s:10.0f} tok/s   {flops_per_s / 1e12:7.1f} TFLOP/s   MFU "
+                      + (f"{mfu:.1%} of {peak / 1e12:.0f} TFLOP/s dense bf16" if mfu is not None
+                         else f"n/a (no peak known for {device})"))
+                started = time.perf_counter()
+                generation.sync()  # the updates moved the version: the engine takes the new weights
+                print(f"weight sync {time.perf_counter() - started:.2f} s (HFPolicy on GPU -> engine)")
+        if "c" in parts:
+            runs_dir = Path(scratch) / "runs"
+            runs_dir.mkdir()
+            run = (args.run_steps, args.skip_steps, args.run_threads, runs_dir)
+            sync = seconds_per_step("sync", model_dir, ["dist.async_steps=0", *args.train_override], *run)
+            asynchronous = seconds_per_step("async", model_dir, ["dist.async_steps=1", *args.train_override], *run)
+            speedup = sync / asynchronous
+            print(f"steps    sync {sync:6.2f} s/step   async {asynchronous:6.2f} s/step   ({speedup:.2f}x)")
+    print(f"rollout_ratio={_show(ratio, '.3f')} mfu={_show(mfu, '.3f')} async_speedup={_show(speedup, '.2f')}")
+
+
+def _show(value: float | None, form: str) -> str:
+    return "n/a" if value is None else format(value, form)
+
+
+if __name__ == "__main__":
+    main()

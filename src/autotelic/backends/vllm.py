@@ -1,0 +1,252 @@
+"""vLLM generation backend: rollouts from a vLLM engine, weights from the trainer's HFPolicy.
+
+``VLLMPolicy`` wraps the trainer's ``HFPolicy``: tokenization, decoding, log-probs for the loss, optimizer steps
+and the version counter stay the HFPolicy's own; only ``generate`` runs on vLLM. Before generating, the engine
+takes the HFPolicy's current weights if its version moved since the last sync (LoRA adapters merged into the base
+weights on the fly, ``merged_weights``), so every sample comes from the weights its ``policy_version`` names.
+
+What ``generate`` keeps from ``HFPolicy.generate``:
+- log-probs of the tempered distribution (vLLM's ``processed_logprobs``: after temperature, and after top-p, where
+  vLLM renormalizes over the nucleus while HFPolicy records the whole tempered distribution: equal at top_p=1);
+- ``finished`` only when the last token is one of the HFPolicy's EOS ids; ``stop_token_ids`` end a completion with
+  ``finished`` False; greedy is temperature 0 (log-probs at temperature 1, as HFPolicy's);
+- no per-step entropies: vLLM does not return them, so tree rollouts (which branch at the highest-entropy token)
+  are refused by ``vllm_problems``.
+
+The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, as TRL's and verl's colocated engines do)
+so that ``LLM.apply_model`` hands the weights to the model by reference instead of serializing them. With
+``vllm.sleep`` the trainer calls ``sleep()`` once a step's rollouts are in (level 1: weights offloaded to CPU, KV
+cache freed) and the next ``generate`` wakes the weights, loads the new ones, then re-allocates the KV cache.
+
+``vllm`` is imported here only, inside functions, so the CPU install never needs it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Collection, Sequence
+from functools import partial
+from typing import Any
+
+import torch
+
+from autotelic.backends import Completion
+from autotelic.backends.hf import HFPolicy, _group_sizes
+from autotelic.config import ConfigError, RunConfig, VLLMConfig
+
+
+class BackendError(ConfigError):
+    """The config asks for an engine this machine cannot run; the message says what is missing."""
+
+
+def require_vllm() -> None:
+    missing = ("the vllm package is not installed" if importlib.util.find_spec("vllm") is None
+               else "no CUDA GPU is visible" if not torch.cuda.is_available() else None)
+    if missing is not None:
+        raise BackendError(f"vllm.enabled=true needs the vllm package and a CUDA GPU ({missing}); "
+                           "install with pip install 'autotelic[vllm]' or set vllm.enabled=false")
+
+
+def vllm_problems(config: RunConfig) -> list[str]:
+    """Settings that vLLM generation cannot serve, each named in one line (empty when vllm.enabled is false)."""
+    settings = config.vllm
+    if not settings.enabled:
+        return []
+    problems = []
+    if config.generate.mode == "tree":
+        problems.append("vllm.enabled=true cannot serve generate.mode=tree: tree rollouts branch at high-entropy "
+                        "tokens and vLLM returns no entropies; use another generate.mode or vllm.enabled=false")
+    if config.generate.mode == "discussion":
+        problems.append("vllm.enabled=true cannot serve generate.mode=discussion: each CoMAS agent is its own model; "
+                        "set vllm.enabled=false")
+    if settings.sleep and config.dist.rollout_workers:
+        problems.append("vllm.sleep=true frees the trainer's GPU between in-process rollouts; with "
+                        "dist.rollout_workers the engines live in the workers: set vllm.sleep=false")
+    if not 0.0 < settings.gpu_memory_utilization <= 1.0:
+        problems.append(f"vllm.gpu_memory_utilization must be in (0, 1], got {settings.gpu_memory_utilization}")
+    if settings.tensor_parallel_size < 1:
+        problems.append(f"vllm.tensor_parallel_size must be at least 1, got {settings.tensor_parallel_size}")
+    return problems
+
+
+def merged_weights(policy: HFPolicy) -> dict[str, torch.Tensor]:
+    """The policy's weights under the base model's Hugging Face names, LoRA adapters merged in: what
+    ``merge_and_unload().state_dict()`` gives, without deep-copying the model. Only the adapted matrices are new
+    tensors; the rest are the live parameters (detached), which the engine copies."""
+    lm = policy.causal_lm
+    if not policy.config.lora:
+        return lm.state_dict()
+    from peft.tuners.lora import LoraLayer
+
+    adapted = {name: module for name, module in lm.named_modules() if isinstance(module, LoraLayer)}
+    weights = {}
+    with torch.no_grad():
+        for name, tensor in lm.state_dict().items():
+            if any(part.startswith("lora_") for part in name.split(".")):
+                continue  # the adapters themselves: merged into their base weight below
+            owner, base, leaf = name.partition(".base_layer.")
+            if base:  # a weight LoRA adapts: model.layers.0.self_attn.q_proj.base_layer.weight
+                layer = adapted[owner]
+                if leaf == "weight" and not layer.merged:
+                    for adapter in layer.active_adapters:  # autotelic's LoRA is vanilla: no DoRA, no LoRA bias
+                        if adapter in layer.lora_A:
+                            tensor = tensor + layer.get_delta_weight(adapter)
+                name = f"{owner}.{leaf}"
+            weights[name] = tensor
+    return weights
+
+
+def sampling_kwargs(n: int, max_new_tokens: int, temperature: float, top_p: float, greedy: bool,
+                    stop_token_ids: Sequence[int], eos_ids: Collection[int]) -> dict[str, Any]:
+    """``SamplingParams`` arguments that decode as ``HFPolicy.generate`` does. Greedy decodes once: vLLM refuses
+    n > 1 at temperature 0, and ``completions_from_outputs`` repeats the one completion."""
+    return {
+        "n": 1 if greedy else n, "max_tokens": max_new_tokens,
+        "temperature": 0.0 if greedy else temperature, "top_p": 1.0 if greedy else top_p,
+        "logprobs": 0,  # the sampled token's log-prob only
+        "stop_token_ids": sorted({*stop_token_ids, *eos_ids}),  # the HFPolicy's EOS set, whatever vLLM reads from the model
+        "detokenize": False,  # the samplers decode with the HFPolicy's tokenizer
+    }
+
+
+def completions_from_outputs(outputs: Sequence[Any], sizes: Sequence[int],
+                             eos_ids: Collection[int]) -> list[list[Completion]]:
+    """vLLM ``RequestOutput``s (one per prompt, its samples in ``.outputs``) as ``HFPolicy.generate`` returns them:
+    ``sizes[i]`` completions for prompt i, a greedy request's single one repeated (HFPolicy's greedy samples are
+    identical too). Each sample's ``.logprobs`` holds, per position, a dict from token id to a ``Logprob``."""
+    groups = []
+    for request, size in zip(outputs, sizes, strict=True):
+        samples = sorted(request.outputs, key=lambda s: s.index)
+        group = []
+        for i in range(size):
+            sample = samples[i % len(samples)]
+            tokens = list(sample.token_ids)
+            logprobs = [step[token].logprob for token, step in zip(tokens, sample.logprobs)]
+            group.append(Completion(tokens, logprobs, finished=bool(tokens) and tokens[-1] in eos_ids))
+        groups.append(group)
+    return groups
+
+
+def _load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    """Runs inside vLLM's worker: its loader maps Hugging Face names onto its fused (qkv, gate_up) parameters and
+    skips a tied LM head."""
+    model.load_weights(weights.items())
+
+
+class VLLMPolicy:
+    """Generation on a vLLM engine; everything else is the wrapped HFPolicy's (``PolicyBackend``)."""
+
+    def __init__(self, policy: HFPolicy, settings: VLLMConfig) -> None:
+        require_vllm()
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: weights pass by reference
+        from vllm import LLM
+
+        self.policy, self.settings = policy, settings
+        self.eos_ids = frozenset(policy.eos_ids.tolist())
+        self.llm = LLM(
+            model=str(policy.model_dir), dtype=settings.dtype, seed=policy.generator.initial_seed(),
+            gpu_memory_utilization=settings.gpu_memory_utilization, tensor_parallel_size=settings.tensor_parallel_size,
+            enforce_eager=settings.enforce_eager, max_model_len=settings.max_model_len,
+            enable_sleep_mode=settings.sleep, logprobs_mode="processed_logprobs",
+        )
+        # The engine read the files the HFPolicy was loaded from: at version 0 it holds the same weights.
+        self._synced_version = 0
+        self._asleep = False
+
+    # ---- generation on the engine ----------------------------------------------------------
+    def generate(self, prompts: list[list[int]], n: int | Sequence[int], max_new_tokens: int,
+                 temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+                 stop_token_ids: Sequence[int] = ()) -> list[list[Completion]]:
+        """As ``HFPolicy.generate``, from the HFPolicy's current weights; ``entropies`` stay empty."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        sizes = _group_sizes(n, len(prompts))
+        self._wake_and_sync()
+        params = [SamplingParams(**sampling_kwargs(size, max_new_tokens, temperature, top_p, greedy, stop_token_ids,
+                                                   self.eos_ids)) for size in sizes]
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
+        return completions_from_outputs(outputs, sizes, self.eos_ids)
+
+    def sync(self) -> bool:
+        """Load the HFPolicy's weights into the engine unless it holds that version already; True if it loaded."""
+        if self.policy.version == self._synced_version:
+            return False
+        weights = merged_weights(self.policy)
+        if self.settings.tensor_parallel_size > 1:  # pickled to vLLM's worker processes: CPU tensors travel anywhere
+            weights = {name: tensor.cpu() for name, tensor in weights.items()}
+        self.llm.apply_model(partial(_load_weights, weights=weights))
+        self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
+        self._synced_version = self.policy.version
+        return True
+
+    def sleep(self) -> None:
+        """Free the GPU for the trainer's update (``vllm.sleep``; a no-op without it). The next ``generate`` wakes
+        the engine."""
+        if self.settings.sleep and not self._asleep:
+            self.llm.sleep(level=1)
+            self._asleep = True
+
+    def _wake_and_sync(self) -> None:
+        """Weights first, then the KV cache: the new weights are loaded before the cache takes its memory back."""
+        if self._asleep:
+            self.llm.wake_up(tags=["weights"])
+        self.sync()
+        if self._asleep:
+            self.llm.wake_up(tags=["kv_cache"])
+            self._asleep = False
+
+    # ---- the rest is the HFPolicy's --------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self.policy.version
+
+    @version.setter
+    def version(self, value: int) -> None:  # a Ray rollout actor sets it with the weights it loads
+        self.policy.version = value
+
+    def encode_prompt(self, user_message: str, response_prefix: str = "") -> list[int]:
+        return self.policy.encode_prompt(user_message, response_prefix)
+
+    def encode_completion(self, text: str) -> list[int]:
+        return self.policy.encode_completion(text)
+
+    def encode_followup(self, observation: str, after_eos: bool, response_prefix: str = "") -> list[int]:
+        return self.policy.encode_followup(observation, after_eos, response_prefix)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.policy.decode(token_ids)
+
+    def token_ids_containing(self, text: str) -> list[int]:
+        return self.policy.token_ids_containing(text)
+
+    def completion_logprobs(self, prompts: list[list[int]], completions: list[list[int]], n: int | Sequence[int],
+                            temperature: float = 1.0, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.policy.completion_logprobs(prompts, completions, n, temperature, reference)
+
+    def self_certainty(self, prompts: list[list[int]], completions: list[list[int]],
+                       n: int | Sequence[int]) -> list[float]:
+        return self.policy.self_certainty(prompts, completions, n)
+
+    def zero_grad(self) -> None:
+        self.policy.zero_grad()
+
+    def optimizer_step(self) -> dict[str, float]:
+        return self.policy.optimizer_step()
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return self.policy.trainable_state()
+
+    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.policy.load_trainable_state(state)
+
+
+def build_vllm_generation_policy(config: RunConfig, policy: HFPolicy) -> VLLMPolicy:
+    """The generation policy for ``vllm.enabled=true``: an engine on ``policy``'s model directory, seeded with its
+    sampling seed (so Ray rollout actors, seeded by index, sample differently). Raises ``BackendError`` when the
+    config or the machine cannot serve it."""
+    problems = vllm_problems(config)
+    if problems:
+        raise BackendError(problems[0])
+    return VLLMPolicy(policy, config.vllm)

@@ -1,0 +1,148 @@
+"""The vLLM backend's pure parts, on CPU: merged weights against peft's merge, decoding settings, converting
+vLLM's outputs to Completions, and the errors a machine without vllm or CUDA gets. The engine itself needs a GPU
+(bench/gpu_throughput.py drives it)."""
+
+import copy
+import importlib.util
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+
+from autotelic.backends import PolicyBackend
+from autotelic.backends.hf import HFPolicy
+from autotelic.backends.vllm import (
+    BackendError,
+    VLLMPolicy,
+    build_vllm_generation_policy,
+    completions_from_outputs,
+    merged_weights,
+    require_vllm,
+    sampling_kwargs,
+    vllm_problems,
+)
+from autotelic.config import ConfigError, load_config
+
+EOS = 2
+
+
+# ---- stand-ins for vLLM's RequestOutput / CompletionOutput / Logprob (plain fields only) ---------
+@dataclass
+class Logprob:
+    logprob: float
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    token_ids: list[int]
+    logprobs: list[dict[int, Logprob]]
+
+
+@dataclass
+class RequestOutput:
+    outputs: list[CompletionOutput] = field(default_factory=list)
+
+
+def _sample(index, tokens, logprobs):
+    """Each position also lists another token (a top-1 alternative), as vLLM does when it differs."""
+    return CompletionOutput(index, tokens, [{t: Logprob(lp), t + 100: Logprob(-0.01)} for t, lp in zip(tokens, logprobs)])
+
+
+def test_outputs_become_completions_finished_only_at_eos_in_sample_order():
+    request = RequestOutput([_sample(1, [5, 6, 13], [-0.5, -0.6, -0.7]),  # ended by a stop token: not finished
+                             _sample(0, [5, EOS], [-0.1, -0.2]),  # ended by EOS
+                             _sample(2, [7, 8, 9], [-1.0, -1.1, -1.2])])  # cut at max_tokens
+    (group,) = completions_from_outputs([request], [3], {EOS})
+    assert [c.token_ids for c in group] == [[5, EOS], [5, 6, 13], [7, 8, 9]]
+    assert [c.logprobs for c in group] == [[-0.1, -0.2], [-0.5, -0.6, -0.7], [-1.0, -1.1, -1.2]]
+    assert [c.finished for c in group] == [True, False, False]
+    assert all(c.entropies == [] for c in group)
+
+
+def test_a_greedy_request_is_repeated_to_its_group_size_as_separate_completions():
+    groups = completions_from_outputs([RequestOutput([_sample(0, [4, EOS], [-0.3, -0.1])]),
+                                       RequestOutput([_sample(0, [], [])])], [3, 1], {EOS})
+    assert [len(g) for g in groups] == [3, 1]
+    assert all(c.token_ids == [4, EOS] and c.finished for c in groups[0])
+    assert len({id(c.token_ids) for c in groups[0]}) == 3  # a sampler may extend one without touching the others
+    assert groups[1][0].token_ids == [] and not groups[1][0].finished
+
+
+def test_sampling_settings_follow_hf_generate():
+    sampled = sampling_kwargs(4, 32, 0.7, 0.9, False, (13, 11), {EOS})
+    assert sampled == {"n": 4, "max_tokens": 32, "temperature": 0.7, "top_p": 0.9, "logprobs": 0,
+                       "stop_token_ids": [EOS, 11, 13], "detokenize": False}
+    greedy = sampling_kwargs(4, 32, 0.7, 0.9, True, (), {EOS})
+    assert (greedy["n"], greedy["temperature"], greedy["top_p"]) == (1, 0.0, 1.0)
+
+
+def test_settings_vllm_cannot_serve_are_named():
+    assert vllm_problems(load_config(None, ["generate.mode=tree"])) == []  # vllm off: nothing to check
+    problems = vllm_problems(load_config(None, ["vllm.enabled=true", "generate.mode=tree"]))
+    assert len(problems) == 1 and "generate.mode=tree" in problems[0] and "entropies" in problems[0]
+    assert vllm_problems(load_config(None, ["vllm.enabled=true"])) == []
+    problems = vllm_problems(load_config(None, ["vllm.enabled=true", "vllm.sleep=true", "dist.rollout_workers=1",
+                                                "vllm.gpu_memory_utilization=1.5"]))
+    assert len(problems) == 2 and problems[0].startswith("vllm.sleep=true") and "got 1.5" in problems[1]
+
+
+def test_vllm_policy_implements_the_whole_backend_protocol():
+    members = {name for name in vars(PolicyBackend) if not name.startswith("_")} | {"version"}
+    assert members <= set(dir(VLLMPolicy))
+
+
+def test_a_machine_without_vllm_gets_one_clear_line(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(BackendError, match=r"vllm package is not installed.*pip install 'autotelic\[vllm\]'"):
+        require_vllm()
+    assert issubclass(BackendError, ConfigError)  # the CLI prints config errors as one line, no traceback
+
+
+def test_a_machine_without_cuda_gets_one_clear_line(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(BackendError, match="no CUDA GPU is visible"):
+        require_vllm()
+
+
+# ---- on the embedded model --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def lora_policy():
+    return HFPolicy(load_config(None, ["model.threads=1", "model.lora=true", "model.lora_rank=8"]).model)
+
+
+@pytest.mark.slow
+def test_merged_weights_equal_peft_merge_and_unload(lora_policy):
+    torch.manual_seed(0)
+    with torch.no_grad():  # fresh adapters have lora_B = 0, which would make any merge look right
+        for name, parameter in lora_policy.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.02)
+    base = {name: tensor.clone() for name, tensor in lora_policy.causal_lm.state_dict().items()}
+    expected = copy.deepcopy(lora_policy.model).merge_and_unload().state_dict()
+    merged = merged_weights(lora_policy)
+    assert list(merged) == list(expected)
+    for name, tensor in expected.items():
+        torch.testing.assert_close(merged[name], tensor, rtol=0, atol=1e-7, msg=name)
+    q_proj = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.allclose(merged[q_proj], base["model.layers.0.self_attn.q_proj.base_layer.weight"])
+    for name, tensor in lora_policy.causal_lm.state_dict().items():  # the live model is left as it was
+        assert torch.equal(tensor, base[name]), name
+
+
+@pytest.mark.slow
+def test_merged_weights_of_full_fine_tuning_are_the_state_dict():
+    policy = HFPolicy(load_config(None, ["model.threads=1"]).model)
+    state, merged = policy.model.state_dict(), merged_weights(policy)
+    assert list(merged) == list(state)
+    assert all(torch.equal(merged[name], tensor) for name, tensor in state.items())
+
+
+@pytest.mark.slow
+def test_building_without_vllm_stops_before_any_engine(lora_policy, monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(BackendError, match=r"pip install 'autotelic\[vllm\]'"):
+        build_vllm_generation_policy(load_config(None, ["vllm.enabled=true"]), lora_policy)
+    with pytest.raises(BackendError, match="generate.mode=tree"):
+        build_vllm_generation_policy(load_config(None, ["vllm.enabled=true", "generate.mode=tree"]), lora_policy)
