@@ -62,6 +62,7 @@ from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rewards import build_reward, reward_names
 from autotelic.rewards.web import web_metrics
+from autotelic.rollout.asynchronous import AsyncRollouts, staleness_metrics
 from autotelic.rollout.control import Budget
 from autotelic.rollout.discussion import (
     LOGGED_INFO as DISCUSSION_INFO,
@@ -91,7 +92,7 @@ from autotelic.rollout.generate import (
     TreeSampler,
 )
 from autotelic.rollout.operator import ROLES, OperatorAgent
-from autotelic.rollout.pipeline import RolloutPipeline
+from autotelic.rollout.pipeline import SHARE_PREFIX, RolloutPipeline, StepRollouts
 from autotelic.rollout.propose import (
     ProposerReward,
     ProposeSampler,
@@ -158,6 +159,7 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         problems.append(f"control.early_exit_probe works with generate.mode sample or episode, not {mode}")
     if config.dist.rollout_workers < 0:
         problems.append(f"dist.rollout_workers must be 0 (in-process) or more, got {config.dist.rollout_workers}")
+    problems += async_problems(config)
     if config.dist.rollout_workers and mode in ("partial", "propose", "discussion"):
         problems.append(f"dist.rollout_workers works with generate.mode sample, tree, episode or selfplay, not {mode} "
                         "(its generator keeps state or several models on the driver)")
@@ -200,6 +202,28 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         problems += discussion_problems(config, spec)
     if problems:
         raise TrainingError("; ".join(problems))
+
+
+def async_problems(config: RunConfig) -> list[str]:
+    """Asynchronous rollouts run beside the update, so nothing they do may use the model being trained."""
+    if not config.dist.async_steps:
+        return []
+    if config.dist.async_steps < 0:
+        return [f"dist.async_steps must be 0 (synchronous) or more, got {config.dist.async_steps}"]
+    problems = []
+    if not config.dist.rollout_workers:
+        problems.append("dist.async_steps needs dist.rollout_workers >= 1: rollouts collected during an update "
+                        "must come from workers holding their own copy of the weights")
+    on_policy = [r.name for r in config.filter.rewards
+                 if r.name == "self_certainty" or r.name in ("judge", "web_judge")
+                 and r.options.get("model", "policy") == "policy"]
+    if on_policy:
+        problems.append(f"reward '{on_policy[0]}' runs the policy being trained, which changes under asynchronous "
+                        "rollouts: give the judge its own model (options.model) or set dist.async_steps=0")
+    if config.curriculum.evolve.every and config.curriculum.evolve.model == "policy":
+        problems.append("curriculum.evolve.model=policy rewrites prompts with the model being trained: give the "
+                        "evolver its own model or set dist.async_steps=0")
+    return problems
 
 
 def propose_problems(config: RunConfig) -> list[str]:
@@ -335,9 +359,12 @@ def build_discussion(config: RunConfig, agents: list[HFPolicy], greedy: bool = F
 
 
 def build_rollout_worker(config: RunConfig, index: int) -> tuple[HFPolicy, RolloutWorker]:
-    """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator."""
+    """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator. Unless
+    model.threads says otherwise, torch uses the CPUs Ray reserved for the actor, not every core."""
+    threads = config.model.threads or max(1, int(config.dist.cpus_per_worker))
+    config = replace(config, model=replace(config.model, threads=threads), dist=replace(config.dist, rollout_workers=0))
     policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1))
-    return policy, build_generator(replace(config, dist=replace(config.dist, rollout_workers=0)), policy)
+    return policy, build_generator(config, policy)
 
 
 def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] | None = None) -> RolloutWorker:
@@ -449,21 +476,41 @@ class Trainer:
         self.pipeline = build_pipeline(config, self.policy, self.curriculum, self.agents)
         self.checkpoints = CheckpointWriter(run_dir, config.train.keep_checkpoints)
         self.state = TrainState()
+        self.ahead: AsyncRollouts | None = None  # dist.async_steps: the thread collecting rollouts ahead
+        self._queued: list[StepRollouts] = []  # collected ahead but not trained on, from a checkpoint
         if resume:
             self._restore()
         else:
             save_config(config, run_dir / "config.yaml")
 
+    # ---- asynchronous rollouts --------------------------------------------------------------
+    def _start_ahead(self, queued: list[StepRollouts]) -> AsyncRollouts:
+        self.pipeline.generator.publish(self.policy)
+        return AsyncRollouts(lambda: self.pipeline.collect(self.policy.version), self.config.dist.async_steps,
+                             self.state.step, self.config.train.steps, queued)
+
+    def _stop_ahead(self) -> None:
+        if self.ahead is not None:
+            self._queued, self.ahead = self.ahead.stop(), None
+
     # ---- checkpoints -----------------------------------------------------------------------
     def _checkpoint(self) -> None:
+        if self.ahead is None:
+            self._save_checkpoint(self._queued)
+            return
+        with self.ahead.paused() as queued:  # curriculum, replay and the rollouts collected ahead agree
+            self._save_checkpoint(queued)
+
+    def _save_checkpoint(self, queued: list[StepRollouts]) -> None:
         generator = self.pipeline.generator
         payload = {
             "state": copy.deepcopy(self.state.__dict__),
             **_agent_state(self.policy),
             "agents": [_agent_state(agent) for agent in self.agents[1:]],  # CoMAS: the other agents
-            "curriculum": self.curriculum.state_dict(),
+            "curriculum": copy.deepcopy(self.curriculum.state_dict()),
             "replay": copy.deepcopy(self.pipeline.replay.state_dict()),
             "pending_rollouts": generator.state_dict() if hasattr(generator, "state_dict") else None,
+            "queued_rollouts": copy.deepcopy(queued),
             "role_baselines": self.baselines.state_dict() if self.baselines is not None else None,
             "torch_rng": torch.get_rng_state(),
         }
@@ -487,6 +534,7 @@ class Trainer:
         self.pipeline.replay.load_state_dict(payload["replay"])
         if payload["pending_rollouts"] is not None:
             self.pipeline.generator.load_state_dict(payload["pending_rollouts"])
+        self._queued = payload.get("queued_rollouts", [])
         if self.baselines is not None and payload.get("role_baselines") is not None:  # None: saved by another algorithm
             self.baselines.load_state_dict(payload["role_baselines"])
         torch.set_rng_state(payload["torch_rng"])
@@ -525,19 +573,32 @@ class Trainer:
         started = time.perf_counter()
         if self.pairs is not None:
             return self._offline_dpo_step(started)
-        sync = getattr(self.pipeline.generator, "sync", None)
-        if sync is not None:  # remote rollout workers take the current weights
-            sync(self.policy)
-        rollouts = self.pipeline.collect(self.policy.version)
-        metrics = dict(rollouts.metrics)
+        if self.config.dist.async_steps:  # collected ahead, from weights at most async_steps updates old
+            if self.ahead is None:
+                self.ahead = self._start_ahead(self._queued)
+            rollouts = self.ahead.next()
+            metrics = {**rollouts.metrics, **staleness_metrics(rollouts.batch, self.policy.version)}
+        else:
+            if hasattr(self.pipeline.generator, "publish"):  # remote rollout workers take the current weights
+                self.pipeline.generator.publish(self.policy)
+            rollouts = self.pipeline.collect(self.policy.version)
+            metrics = dict(rollouts.metrics)
         generated = time.perf_counter()
         if rollouts.batch:
             self.checkpoints.wait()  # the update mutates the tensors a checkpoint may still be writing
-        for index, agent in enumerate(self.agents):  # each agent learns from its own groups only
-            batch = [g for g in rollouts.batch if agent_of(g) == index]
-            if batch:
-                update = self._update(agent, batch)
-                metrics.update(update if len(self.agents) == 1 else {f"agent{index}/{k}": v for k, v in update.items()})
+        trained = False
+        try:
+            for index, agent in enumerate(self.agents):  # each agent learns from its own groups only
+                batch = [g for g in rollouts.batch if agent_of(g) == index]
+                if batch:
+                    update = self._update(agent, batch)
+                    metrics.update(update if len(self.agents) == 1
+                                   else {f"agent{index}/{k}": v for k, v in update.items()})
+            trained = True
+        finally:
+            if self.ahead is not None:  # the next rollouts may start, from the new weights
+                self.pipeline.generator.publish(self.policy)
+                self.ahead.step_done(trained)
         finished = time.perf_counter()
         groups = rollouts.groups
         tokens = sum(g.num_completion_tokens for g in groups)
@@ -564,7 +625,6 @@ class Trainer:
                 metrics["tools/calls_per_episode"] = calls / len(episodes)
                 metrics["tools/success_rate"] = successes / calls if calls else 0.0
             metrics.update(web_metrics(episodes))
-        metrics.update({f"curriculum/share/{arm}": p for arm, p in self.curriculum.mix().items()})
         metrics.update(proposal_metrics(groups))
         if self.discussion:
             metrics.update(discussion_metrics(groups))
@@ -674,12 +734,14 @@ class Trainer:
                         metrics["eval/accuracy"] = accuracy
                         state.evals.append({"step": state.step, "accuracy": accuracy})
                     sink.log(state.step, metrics)
-                    progress.update(state.step, metrics["reward/mean"], metrics["perf/tokens_per_second"],
-                                    self.curriculum.mix(), accuracy)
+                    shares = {k[len(SHARE_PREFIX):]: v for k, v in metrics.items() if k.startswith(SHARE_PREFIX)}
+                    progress.update(state.step, metrics["reward/mean"], metrics["perf/tokens_per_second"], shares,
+                                    accuracy)
                     if state.step % config.train.checkpoint_every == 0 or state.step == config.train.steps:
                         state.wall_seconds += time.perf_counter() - run_started
                         run_started = time.perf_counter()
                         self._checkpoint()
+            self._stop_ahead()  # rollouts collected for steps past a time limit wait in the last checkpoint
             after = self._evaluate("after")
             state.evals.append({"step": state.step, "accuracy": after.accuracy})
             sink.log(state.step, {"eval/accuracy": after.accuracy})
@@ -702,6 +764,7 @@ class Trainer:
             }
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         finally:
+            self._stop_ahead()
             sink.close()
             self.checkpoints.wait()
             if hasattr(self.pipeline.generator, "shutdown"):

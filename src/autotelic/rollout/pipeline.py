@@ -37,6 +37,7 @@ from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
 from autotelic.types import Group, Task
 
 UNSCORED = ("reward_error", "unscorable")
+SHARE_PREFIX = "curriculum/share/"  # the curriculum's draw shares after the step, one metric per arm
 
 
 @dataclass
@@ -164,4 +165,5 @@ class RolloutPipeline:
             "replay/batch_groups": float(len(batch)),
         })
         metrics.update({f"time/{stage}": seconds for stage, seconds in self._times.items()})
+        metrics.update({f"{SHARE_PREFIX}{arm}": p for arm, p in self.curriculum.mix().items()})
         return StepRollouts(groups, batch, dict(metrics))
