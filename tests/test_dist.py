@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import random
 import threading
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -15,9 +18,12 @@ import torch
 from autotelic.backends.hf import HFPolicy
 from autotelic.checkpoint import load_checkpoint
 from autotelic.config import load_config
+from autotelic.dist.rewards import RayRewardPool
 from autotelic.dist.rollout import RayRolloutPool
-from autotelic.train import Trainer, TrainingError, build_rollout_worker, new_run_dir
-from autotelic.types import Task
+from autotelic.rollout.filter import score_groups
+from autotelic.tasks import get_family
+from autotelic.train import Trainer, TrainingError, build_reward_worker, build_rollout_worker, build_scorer, new_run_dir
+from autotelic.types import Group, Sample, Task
 
 CONFIG = ["model.threads=1", "model.lora=true", "model.lora_rank=8", "curriculum.families=[add]",
           "curriculum.levels=[1]", "control.max_new_tokens=8", "eval.levels=[1]", "eval.per_level=1",
@@ -26,7 +32,7 @@ CONFIG = ["model.threads=1", "model.lora=true", "model.lora_rank=8", "curriculum
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)  # logical CPUs: 2 rollout + reward actors
     yield
     ray.shutdown()
 
@@ -68,7 +74,8 @@ def test_remote_samples_come_from_the_published_policy(cluster):
 def test_a_killed_worker_is_replaced_and_the_run_completes(cluster, tmp_path):
     """A rollout actor killed during training is replaced, takes the current weights, redoes its share and
     the run finishes every step; the metrics count the restart."""
-    config = load_config(None, CONFIG + ["dist.rollout_workers=2", "train.steps=3", "control.tasks_per_step=4",
+    config = load_config(None, CONFIG + ["dist.rollout_workers=2", "dist.reward_workers=1", "train.steps=3",
+                                         "control.tasks_per_step=4",
                                          "generate.group_size=4", "train.checkpoint_every=3",
                                          f"logging.runs_dir={tmp_path}", "logging.run_name=run"])
     trainer = Trainer(config, new_run_dir(config))
@@ -88,13 +95,16 @@ def test_a_killed_worker_is_replaced_and_the_run_completes(cluster, tmp_path):
     steps = [r for r in rows if "dist/worker_restarts" in r]
     assert summary["steps"] == 3 and len(steps) == 3
     assert steps[0]["dist/worker_restarts"] == 0 and steps[-1]["dist/worker_restarts"] >= 1
+    assert all(r["dist/reward_worker_restarts"] == 0 for r in steps)  # scored by the reward actor throughout
     assert all(r["filter/kept_groups"] + sum(v for k, v in r.items() if k.startswith("filter/dropped_")) == 4
                for r in steps)  # every step got all of its groups, the dead worker's share included
 
 
 def test_dist_settings_that_cannot_work_are_named(tmp_path):
     for options, message in [(["dist.rollout_workers=-1"], "rollout_workers must be 0"),
-                             (["dist.rollout_workers=2", "generate.mode=partial"], "not partial")]:
+                             (["dist.rollout_workers=2", "generate.mode=partial"], "not partial"),
+                             (["dist.reward_workers=1", "filter.rewards=[{name: self_certainty}]"],
+                              "reward workers do not hold")]:
         with pytest.raises(TrainingError, match=message):
             Trainer(load_config(None, CONFIG + options + [f"logging.runs_dir={tmp_path}"]), tmp_path / "x")
 
@@ -156,3 +166,34 @@ def test_async_rollouts_stay_within_the_staleness_bound_and_resume_with_their_qu
     assert first["async/staleness_max"] == 2 - min(s.policy_version for g in queued[0].batch for s in g.samples)
     trainer._stop_ahead()
     trainer.pipeline.generator.shutdown()
+
+
+def test_reward_workers_score_in_their_sandboxes_like_the_driver_and_replace_a_dead_one(cluster):
+    """Unit tests run in the reward actors' own sandboxes and give the driver's scores; a reward that raises
+    drops only its group, with its message; a killed reward actor is replaced and its groups scored again."""
+    humaneval = get_family("humaneval")
+    problems = {p["task_id"]: p for level in humaneval.levels for p in humaneval.problems(level)}
+    rng, tasks = random.Random(0), []
+    while len(tasks) < 3:
+        task = humaneval.generate(rng, 1)
+        if task.answer not in {t.answer for t in tasks}:
+            tasks.append(task)
+    groups = [Group(task, [], [Sample(text=text, token_ids=[], logprobs=[], finished=True)
+                               for text in (problems[task.answer]["canonical_solution"], "    return None\n")])
+              for task in tasks]
+    groups.append(Group(_tasks(1)[0], [], [Sample(text="0", token_ids=[], logprobs=[], finished=True)]))  # no tests
+    config = load_config(None, CONFIG + ["filter.rewards=[{name: unit_tests, options: {wall_seconds: 5.0}}]",
+                                         "dist.reward_workers=2"])
+    pool = RayRewardPool(partial(build_reward_worker, config), workers=2)
+    ray.kill(pool.pool.actors[1])  # dies before its share arrives
+    remote = copy.deepcopy(groups)
+    score_groups(remote, pool)
+    assert pool.restarts == 1
+    assert [g.rewards for g in remote[:3]] == [[1.0, 0.0]] * 3
+    assert remote[3].dropped_by == "reward_error"
+    local = copy.deepcopy(groups)
+    score_groups(local, build_scorer(replace(config, dist=replace(config.dist, reward_workers=0)), None))
+    assert [(g.dropped_by, [s.reward for s in g.samples]) for g in local] == \
+        [(g.dropped_by, [s.reward for s in g.samples]) for g in remote]
+    assert pool(remote[0]) == [1.0, 0.0]  # one group at a time, as tree search asks
+    pool.shutdown()

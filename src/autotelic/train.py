@@ -26,7 +26,9 @@ from typing import Any, get_args
 import torch
 
 from autotelic.algorithms import AlgorithmSpec, get_algorithm
+from autotelic.backends import PolicyBackend
 from autotelic.backends.hf import HFPolicy
+from autotelic.backends.vllm import build_vllm_generation_policy, vllm_problems
 from autotelic.checkpoint import CheckpointWriter, latest_checkpoint, load_checkpoint
 from autotelic.config import (
     ModelConfig,
@@ -160,6 +162,12 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     if config.dist.rollout_workers < 0:
         problems.append(f"dist.rollout_workers must be 0 (in-process) or more, got {config.dist.rollout_workers}")
     problems += async_problems(config)
+    if config.dist.reward_workers < 0:
+        problems.append(f"dist.reward_workers must be 0 (the driver scores) or more, got {config.dist.reward_workers}")
+    if config.dist.reward_workers and rewards_on_the_policy(config):
+        problems.append(f"reward '{rewards_on_the_policy(config)[0]}' runs the policy being trained, which reward "
+                        "workers do not hold: give the judge its own model (options.model) or set dist.reward_workers=0")
+    problems += vllm_problems(config)
     if config.dist.rollout_workers and mode in ("partial", "propose", "discussion"):
         problems.append(f"dist.rollout_workers works with generate.mode sample, tree, episode or selfplay, not {mode} "
                         "(its generator keeps state or several models on the driver)")
@@ -204,6 +212,12 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         raise TrainingError("; ".join(problems))
 
 
+def rewards_on_the_policy(config: RunConfig) -> list[str]:
+    """Rewards computed by the model being trained (its confidence, or the policy as its own judge)."""
+    return [r.name for r in config.filter.rewards if r.name == "self_certainty"
+            or r.name in ("judge", "web_judge") and r.options.get("model", "policy") == "policy"]
+
+
 def async_problems(config: RunConfig) -> list[str]:
     """Asynchronous rollouts run beside the update, so nothing they do may use the model being trained."""
     if not config.dist.async_steps:
@@ -214,9 +228,7 @@ def async_problems(config: RunConfig) -> list[str]:
     if not config.dist.rollout_workers:
         problems.append("dist.async_steps needs dist.rollout_workers >= 1: rollouts collected during an update "
                         "must come from workers holding their own copy of the weights")
-    on_policy = [r.name for r in config.filter.rewards
-                 if r.name == "self_certainty" or r.name in ("judge", "web_judge")
-                 and r.options.get("model", "policy") == "policy"]
+    on_policy = rewards_on_the_policy(config)
     if on_policy:
         problems.append(f"reward '{on_policy[0]}' runs the policy being trained, which changes under asynchronous "
                         "rollouts: give the judge its own model (options.model) or set dist.async_steps=0")
@@ -314,7 +326,15 @@ def build_evolver(config: RunConfig, policy: HFPolicy) -> PromptEvolver:
     return PromptEvolver(backend, list(evolve.operations), evolve.variants, evolve.temperature, evolve.max_new_tokens)
 
 
-def build_scorer(config: RunConfig, policy: HFPolicy) -> Scorer:
+def build_scorer(config: RunConfig, policy: HFPolicy | None) -> Scorer:
+    """``policy``: the trained model, for rewards that run it (None in reward workers, which never get those)."""
+    if config.dist.reward_workers:
+        from autotelic.dist.actors import connect
+        from autotelic.dist.rewards import RayRewardPool
+
+        connect(config.dist)
+        return RayRewardPool(partial(build_reward_worker, config), config.dist.reward_workers,
+                             config.dist.cpus_per_worker, config.dist.gpus_per_worker)
     parts: list[tuple[Scorer, float]] = []
     judges: dict[str, HFPolicy] = {}
     for spec in config.filter.rewards:
@@ -358,22 +378,36 @@ def build_discussion(config: RunConfig, agents: list[HFPolicy], greedy: bool = F
                              cfg.grade_tokens, gen.temperature, gen.top_p, greedy)
 
 
-def build_rollout_worker(config: RunConfig, index: int) -> tuple[HFPolicy, RolloutWorker]:
-    """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator. Unless
-    model.threads says otherwise, torch uses the CPUs Ray reserved for the actor, not every core."""
+def _worker_config(config: RunConfig) -> RunConfig:
+    """The config a Ray actor builds its part from: no actors of its own, and (unless model.threads says
+    otherwise) torch on the CPUs Ray reserved for the actor, not on every core."""
     threads = config.model.threads or max(1, int(config.dist.cpus_per_worker))
-    config = replace(config, model=replace(config.model, threads=threads), dist=replace(config.dist, rollout_workers=0))
+    return replace(config, model=replace(config.model, threads=threads),
+                   dist=replace(config.dist, rollout_workers=0, reward_workers=0))
+
+
+def build_reward_worker(config: RunConfig, index: int) -> Scorer:
+    """What a Ray reward actor holds: the run's scorer (with its own judge models and sandboxes)."""
+    return build_scorer(_worker_config(config), policy=None)
+
+
+def build_rollout_worker(config: RunConfig, index: int) -> tuple[HFPolicy, RolloutWorker]:
+    """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator."""
+    config = _worker_config(config)
     policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1))
-    return policy, build_generator(config, policy)
+    generation = build_vllm_generation_policy(config, policy) if config.vllm.enabled else policy
+    return generation, build_generator(config, generation)
 
 
 def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] | None = None) -> RolloutWorker:
     gen = config.generate
     if config.dist.rollout_workers:
+        from autotelic.dist.actors import connect
         from autotelic.dist.rollout import RayRolloutPool
 
+        connect(config.dist)
         return RayRolloutPool(partial(build_rollout_worker, config), config.dist.rollout_workers,
-                              config.dist.address, config.dist.cpus_per_worker)
+                              config.dist.cpus_per_worker, config.dist.gpus_per_worker)
     if gen.mode == "discussion":
         return build_discussion(config, agents or [policy])
     if gen.mode == "tree":
@@ -430,12 +464,14 @@ def evaluate_heldout(config: RunConfig, policy: HFPolicy, tasks: list[Task], dec
 
 
 def build_pipeline(config: RunConfig, policy: HFPolicy, curriculum: Curriculum,
-                   agents: list[HFPolicy] | None = None) -> RolloutPipeline:
+                   agents: list[HFPolicy] | None = None, generation: PolicyBackend | None = None) -> RolloutPipeline:
+    """``generation``: what samples rollouts when it is not ``policy`` itself (a vLLM engine on its weights)."""
     control, cfg = config.control, config.filter
     replay = (ReplayBuffer(config.replay.capacity, config.replay.max_staleness, config.replay.replay_groups,
                            config.replay.max_reuse) if config.replay.name == "buffer" else OnPolicyBuffer())
     return RolloutPipeline(
-        curriculum=curriculum, generator=build_generator(config, policy, agents), scorer=build_scorer(config, policy),
+        curriculum=curriculum, generator=build_generator(config, generation or policy, agents),
+        scorer=build_scorer(config, policy),
         filters=build_filters(config),
         budget=Budget(control.tasks_per_step, config.generate.group_size, control.max_new_tokens,
                       control.max_tokens_per_step),
@@ -473,7 +509,9 @@ class Trainer:
                                        for i in others]  # CoMAS: a model per agent; otherwise the policy alone
         if isinstance(self.curriculum, EvolvingPromptPool):
             self.curriculum.attach(build_evolver(config, self.policy))
-        self.pipeline = build_pipeline(config, self.policy, self.curriculum, self.agents)
+        in_process_vllm = config.vllm.enabled and not config.dist.rollout_workers
+        self.generation = build_vllm_generation_policy(config, self.policy) if in_process_vllm else self.policy
+        self.pipeline = build_pipeline(config, self.policy, self.curriculum, self.agents, self.generation)
         self.checkpoints = CheckpointWriter(run_dir, config.train.keep_checkpoints)
         self.state = TrainState()
         self.ahead: AsyncRollouts | None = None  # dist.async_steps: the thread collecting rollouts ahead
@@ -583,6 +621,8 @@ class Trainer:
                 self.pipeline.generator.publish(self.policy)
             rollouts = self.pipeline.collect(self.policy.version)
             metrics = dict(rollouts.metrics)
+            if self.generation is not self.policy:  # vllm.sleep: the engine frees the GPU for the update
+                self.generation.sleep()
         generated = time.perf_counter()
         if rollouts.batch:
             self.checkpoints.wait()  # the update mutates the tensors a checkpoint may still be writing
@@ -628,9 +668,9 @@ class Trainer:
         metrics.update(proposal_metrics(groups))
         if self.discussion:
             metrics.update(discussion_metrics(groups))
-        restarts = getattr(self.pipeline.generator, "restarts", None)
-        if restarts is not None:  # rollout actors replaced after dying, so far
-            metrics["dist/worker_restarts"] = float(restarts)
+        for name, part in (("worker_restarts", self.pipeline.generator), ("reward_worker_restarts", self.pipeline.scorer)):
+            if hasattr(part, "restarts"):  # Ray actors replaced after dying, so far
+                metrics[f"dist/{name}"] = float(part.restarts)
         pending = getattr(self.pipeline.generator, "pending", None)
         if pending is not None:  # partial rollouts still paused mid-generation
             metrics["generate/pending_groups"] = float(len(pending))
@@ -767,8 +807,9 @@ class Trainer:
             self._stop_ahead()
             sink.close()
             self.checkpoints.wait()
-            if hasattr(self.pipeline.generator, "shutdown"):
-                self.pipeline.generator.shutdown()
+            for part in (self.pipeline.generator, self.pipeline.scorer):
+                if hasattr(part, "shutdown"):  # Ray actors
+                    part.shutdown()
         from autotelic.report.html import write_report
 
         write_report(self.run_dir)

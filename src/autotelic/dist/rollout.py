@@ -8,11 +8,8 @@ store once; before generating, every actor loads the newest published weights wi
 Synchronous training publishes before each step's rollouts, so generation stays on-policy as in-process;
 asynchronous rollouts (``rollout/asynchronous.py``) generate from whatever was published last.
 
-A dead actor (its process killed, its node lost) is replaced by a fresh one, which loads the current
-weights and gets the dead one's share of the step again; the run goes on and ``restarts`` counts it.
-
-The driver is the same on a laptop and on a cluster: ``address=None`` starts a local Ray instance,
-``address="auto"`` or ``"ray://host:10001"`` joins one started with ``ray start``.
+A dead actor is replaced by a fresh one (``dist/actors.py``), which loads the weights its peers hold
+and gets the dead one's share of the step again; the run goes on and ``restarts`` counts it.
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from autotelic.dist.actors import ActorPool, split
 from autotelic.types import Group, Task
 
 
@@ -51,76 +49,45 @@ def _shareable(state: dict[str, torch.Tensor]) -> dict[str, Any]:
             for name, tensor in state.items()}
 
 
-def _split(count: int, parts: int) -> list[range]:
-    """``count`` items in ``parts`` contiguous, near-equal ranges (empty ones dropped)."""
-    bounds = [round(i * count / parts) for i in range(parts + 1)]
-    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
 class RayRolloutPool:
-    def __init__(self, build: Callable[[int], tuple[Any, Any]], workers: int, address: str | None = None,
-                 cpus_per_worker: float = 1.0) -> None:
-        import ray
-
-        if workers < 1:
-            raise ValueError(f"a rollout pool needs at least one worker, got {workers}")
-        if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     **({"num_cpus": max(1, round(workers * cpus_per_worker))} if address is None else {}))
-        self._ray = ray
-        self._remote = ray.remote(num_cpus=cpus_per_worker)(_RolloutActor)
-        self.build, self.restarts = build, 0
+    def __init__(self, build: Callable[[int], tuple[Any, Any]], workers: int, cpus_per_worker: float = 1.0,
+                 gpus_per_worker: float = 0.0) -> None:
         # (weights in the object store, policy version): the newest published, and what the actors hold
         self._published: tuple[Any, int] | None = None
         self._loaded: tuple[Any, int] | None = None
-        self.actors = [self._remote.remote(build, index) for index in range(workers)]
+        self.pool = ActorPool(_RolloutActor, build, workers, cpus_per_worker, gpus_per_worker, self._catch_up)
+
+    @property
+    def actors(self) -> list[Any]:
+        return self.pool.actors
+
+    @property
+    def restarts(self) -> int:
+        return self.pool.restarts
 
     def publish(self, policy: Any) -> None:
         """Make the policy's current weights the ones the actors generate with next (once per version).
         Called by the trainer's thread; the actors load them in ``generate``, which may run on another."""
         if self._published is None or policy.version != self._published[1]:
-            self._published = (self._ray.put(_shareable(policy.trainable_state())), policy.version)
+            import ray
 
-    def _load_published(self) -> None:
-        from ray.exceptions import RayActorError
+            self._published = (ray.put(_shareable(policy.trainable_state())), policy.version)
 
-        if self._published is None or self._published is self._loaded:
-            return
-        self._loaded = weights, version = self._published
-        loads = [actor.load.remote(weights, version) for actor in self.actors]
-        for index, load in enumerate(loads):
-            try:
-                self._ray.get(load)
-            except RayActorError:  # died since the last step: a fresh one loads the weights
-                self._replace(index)
+    def _catch_up(self, actor: Any) -> None:
+        """A replacement actor takes the weights its peers generate with."""
+        if self._loaded is not None:
+            import ray
 
-    def _replace(self, index: int) -> None:
-        self.restarts += 1
-        self.actors[index] = self._remote.remote(self.build, index + len(self.actors) * self.restarts)  # new seed
-        if self._loaded is not None:  # the weights its peers generate with
-            self._ray.get(self.actors[index].load.remote(*self._loaded))
+            ray.get(actor.load.remote(*self._loaded))
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
-        from ray.exceptions import RayActorError
-
-        self._load_published()
+        if self._published is not None and self._published is not self._loaded:
+            self._loaded = self._published
+            self.pool.broadcast("load", *self._loaded)
         sizes = [sizes] * len(tasks) if isinstance(sizes, int) else list(sizes)
-        shares = _split(len(tasks), len(self.actors))
-        pending = {self.actors[i].generate.remote([tasks[j] for j in share], [sizes[j] for j in share],
-                                                  max_new_tokens): i for i, share in enumerate(shares)}
-        results: list[list[Group]] = [[] for _ in shares]
-        while pending:
-            (ref,), _ = self._ray.wait(list(pending), num_returns=1)
-            i = pending.pop(ref)
-            try:
-                results[i] = self._ray.get(ref)
-            except RayActorError:  # the actor died: a fresh one does its share again
-                self._replace(i)
-                share = shares[i]
-                pending[self.actors[i].generate.remote([tasks[j] for j in share], [sizes[j] for j in share],
-                                                       max_new_tokens)] = i
-        return [group for share in results for group in share]
+        shares = [([tasks[j] for j in share], [sizes[j] for j in share], max_new_tokens)
+                  for share in split(len(tasks), len(self.actors))]
+        return [group for groups in self.pool.map("generate", shares) for group in groups]
 
     def shutdown(self) -> None:
-        for actor in self.actors:
-            self._ray.kill(actor)
+        self.pool.shutdown()

@@ -60,19 +60,29 @@ def weighted_scorer(parts: list[tuple[Scorer, float]]) -> Scorer:
     return score
 
 
+def group_rewards(scorer: Scorer, group: Group) -> list[float] | str:
+    """The scorer's rewards for the group, checked; or, when it fails, what went wrong (a user's reward
+    function may raise anything, and the message must survive the trip back from a reward worker)."""
+    try:
+        values = [float(v) for v in scorer(group)]
+        if len(values) != len(group.samples):
+            raise ValueError(f"returned {len(values)} rewards for {len(group.samples)} samples")
+        if any(math.isinf(v) for v in values):
+            raise ValueError(f"returned {values}")
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return values
+
+
 def score_groups(groups: list[Group], scorer: Scorer) -> None:
-    """Fill every sample's reward; a raising reward drops the group, a nan one marks it unscorable."""
+    """Fill every sample's reward; a raising reward drops the group, a nan one marks it unscorable. A scorer
+    with ``score_all`` (reward workers) scores the whole list at once."""
     name = getattr(scorer, "__name__", type(scorer).__name__)
-    for group in groups:
-        try:
-            values = [float(v) for v in scorer(group)]
-            if len(values) != len(group.samples):
-                raise ValueError(f"returned {len(values)} rewards for {len(group.samples)} samples")
-            if any(math.isinf(v) for v in values):
-                raise ValueError(f"returned {values}")
-        except Exception as error:  # a user's reward function may raise anything
-            log.warning("reward function %s failed on task %r: %s: %s; group dropped",
-                        name, group.task.uid, type(error).__name__, error)
+    score_all = getattr(scorer, "score_all", None)
+    results = score_all(groups) if score_all is not None else [group_rewards(scorer, group) for group in groups]
+    for group, values in zip(groups, results):
+        if isinstance(values, str):
+            log.warning("reward function %s failed on task %r: %s; group dropped", name, group.task.uid, values)
             group.dropped_by = "reward_error"
             continue
         if any(math.isnan(v) for v in values):

@@ -1,0 +1,91 @@
+"""Ray actors that share out a step's work and are replaced when they die.
+
+``connect`` starts (or joins) Ray once per run, with room for every pool the config asks for: the same
+driver runs on a laptop (``address=None``: a local Ray instance) and on a cluster (``address="auto"`` or
+``"ray://host:10001"`` after ``ray start --head``).
+
+An ``ActorPool`` builds each actor from a picklable ``build(index)`` (the trainer's own builders) and hands
+out work as one share per actor. A share whose actor died (its process killed, its node lost) is run
+again on a fresh actor, which ``on_replace`` first brings up to date (e.g. loads the current weights);
+``restarts`` counts them for the metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from autotelic.config import DistConfig
+
+
+def connect(dist: DistConfig) -> None:
+    """Start a local Ray instance sized for the run's workers, or join ``dist.address``; once per process."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    if dist.address is not None:
+        ray.init(address=dist.address, include_dashboard=False, log_to_driver=False)
+        return
+    workers = dist.rollout_workers + dist.reward_workers + dist.train_workers
+    ray.init(num_cpus=max(1, round(workers * dist.cpus_per_worker)), include_dashboard=False, log_to_driver=False)
+
+
+def split(count: int, parts: int) -> list[range]:
+    """``count`` items in ``parts`` contiguous, near-equal ranges (empty ones dropped)."""
+    bounds = [round(i * count / parts) for i in range(parts + 1)]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+class ActorPool:
+    def __init__(self, actor_class: type, build: Callable[[int], Any], workers: int, cpus_per_worker: float = 1.0,
+                 gpus_per_worker: float = 0.0, on_replace: Callable[[Any], None] | None = None) -> None:
+        import ray
+
+        if workers < 1:
+            raise ValueError(f"an actor pool needs at least one worker, got {workers}")
+        if not ray.is_initialized():  # used on its own (tests, notebooks): a local instance just for it
+            ray.init(num_cpus=max(1, round(workers * cpus_per_worker)), include_dashboard=False, log_to_driver=False)
+        self._ray = ray
+        self._remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(actor_class)
+        self.build, self.on_replace, self.restarts = build, on_replace, 0
+        self.actors = [self._remote.remote(build, index) for index in range(workers)]
+
+    def _replace(self, index: int) -> None:
+        self.restarts += 1
+        self.actors[index] = self._remote.remote(self.build, index + len(self.actors) * self.restarts)  # new seed
+        if self.on_replace is not None:
+            self.on_replace(self.actors[index])
+
+    def broadcast(self, method: str, *args: Any) -> None:
+        """Every actor runs ``method(*args)``; one found dead is replaced (``on_replace`` brings it up to date)."""
+        from ray.exceptions import RayActorError
+
+        calls = [getattr(actor, method).remote(*args) for actor in self.actors]
+        for index, call in enumerate(calls):
+            try:
+                self._ray.get(call)
+            except RayActorError:
+                self._replace(index)
+
+    def map(self, method: str, shares: list[tuple[Any, ...]]) -> list[Any]:
+        """Actor i runs ``method(*shares[i])``; results in share order. A dead actor's share runs again on its
+        replacement."""
+        from ray.exceptions import RayActorError
+
+        if len(shares) > len(self.actors):
+            raise ValueError(f"{len(shares)} shares for {len(self.actors)} actors")
+        pending = {getattr(self.actors[i], method).remote(*args): i for i, args in enumerate(shares)}
+        results: list[Any] = [None] * len(shares)
+        while pending:
+            (ref,), _ = self._ray.wait(list(pending), num_returns=1)
+            i = pending.pop(ref)
+            try:
+                results[i] = self._ray.get(ref)
+            except RayActorError:
+                self._replace(i)
+                pending[getattr(self.actors[i], method).remote(*shares[i])] = i
+        return results
+
+    def shutdown(self) -> None:
+        for actor in self.actors:
+            self._ray.kill(actor)

@@ -1,0 +1,50 @@
+"""Reward workers as Ray actors: scoring (verifiers, unit tests in each worker's sandbox, judge models)
+spread over a pool, behind the pipeline's ``score_all(groups)``.
+
+Each actor builds the run's scorer from a picklable ``build`` (the trainer's ``build_scorer``), so a
+judge model loads once per actor and model-written code runs in that actor's own sandboxes. A reward
+that raises comes back as its error message and drops only its group, as in-process; a dead actor is
+replaced and its groups scored again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from autotelic.dist.actors import ActorPool, split
+from autotelic.rollout.filter import group_rewards
+from autotelic.types import Group
+
+
+class _RewardActor:
+    def __init__(self, build: Callable[[int], Any], index: int) -> None:
+        self.scorer = build(index)
+
+    def score(self, groups: list[Group]) -> list[list[float] | str]:
+        return [group_rewards(self.scorer, group) for group in groups]
+
+
+class RayRewardPool:
+    __name__ = "reward workers"  # how score_groups names this scorer in its warnings
+
+    def __init__(self, build: Callable[[int], Any], workers: int, cpus_per_worker: float = 1.0,
+                 gpus_per_worker: float = 0.0) -> None:
+        self.pool = ActorPool(_RewardActor, build, workers, cpus_per_worker, gpus_per_worker)
+
+    @property
+    def restarts(self) -> int:
+        return self.pool.restarts
+
+    def __call__(self, group: Group) -> list[float]:
+        """One group, as any Scorer (tree search scores its leaves one task at a time)."""
+        (result,) = self.score_all([group])
+        if isinstance(result, str):
+            raise RuntimeError(f"reward worker: {result}")
+        return result
+
+    def score_all(self, groups: list[Group]) -> list[list[float] | str]:
+        shares = [([groups[j] for j in share],) for share in split(len(groups), len(self.pool.actors))]
+        return [result for results in self.pool.map("score", shares) for result in results]
+
+    def shutdown(self) -> None:
+        self.pool.shutdown()
