@@ -136,12 +136,21 @@ def micro_batches(groups: list[Group], max_groups: int, max_tokens: int | None) 
     return batches
 
 
+def batch_normalizer(groups: list[Group], spec: AlgorithmSpec, algo: AlgorithmConfig, max_new_tokens: int) -> float:
+    """The whole batch's loss denominator: what each rank passes when it trains a share of the batch (FSDP)."""
+    return _normalizer(_targets(groups, spec).masks, loss_settings(spec, algo).loss_agg, max_new_tokens)
+
+
 def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: AlgorithmSpec, algo: AlgorithmConfig,
-                           temperature: float, max_new_tokens: int,
-                           baselines: RoleBaselines | None = None) -> dict[str, float]:
+                           temperature: float, max_new_tokens: int, baselines: RoleBaselines | None = None,
+                           normalizer: float | None = None) -> dict[str, float]:
+    """``algo.updates_per_batch`` optimizer steps over ``groups``. ``normalizer``: the whole batch's
+    (``batch_normalizer``) when ``groups`` is one rank's share of it, so that the ranks' losses and gradients
+    sum to the whole batch's; stats are then averages over the share."""
     settings = loss_settings(spec, algo)
     targets = _targets(groups, spec, baselines)
-    normalizer = _normalizer(targets.masks, settings.loss_agg, max_new_tokens)
+    if normalizer is None:
+        normalizer = _normalizer(targets.masks, settings.loss_agg, max_new_tokens)
     decoupled = algo.off_policy == "decoupled"
     proximal: dict[int, torch.Tensor] = {}  # chunk -> log-probs before this batch's first update
     totals: dict[str, float] = defaultdict(float)
@@ -221,7 +230,9 @@ def _sequence_logprobs(policy: PolicyBackend, pairs: list[PreferencePair], refer
     return (logprobs_BT * mask_BT * _pad(own_masks, logprobs_BT.shape[1])).sum(1)
 
 
-def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: AlgorithmConfig) -> dict[str, float]:
+def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: AlgorithmConfig,
+               normalizer: float | None = None) -> dict[str, float]:
+    """``normalizer``: the whole batch's pair count when ``pairs`` is one rank's share of it (FSDP)."""
     totals: dict[str, float] = defaultdict(float)
     if not pairs:
         return {"train/pairs": 0.0}
@@ -231,7 +242,7 @@ def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: Algorit
                 ref_B2 = _sequence_logprobs(policy, chunk, reference=True).view(-1, 2)
             policy_B2 = _sequence_logprobs(policy, chunk, reference=False).view(-1, 2)
             loss, stats = dpo_loss(policy_B2[:, 0], policy_B2[:, 1], ref_B2[:, 0], ref_B2[:, 1], algo.dpo_beta,
-                                   algo.dpo_label_smoothing, normalizer=len(pairs))
+                                   algo.dpo_label_smoothing, normalizer=normalizer or len(pairs))
             _backward(loss, policy)
             totals["train/loss"] += loss.item() / algo.updates_per_batch
             for key, value in stats.items():

@@ -324,7 +324,10 @@ class HFPolicy:
         self.optimizer.zero_grad(set_to_none=True)
 
     def optimizer_step(self) -> dict[str, float]:
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.max_grad_norm)
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.trainable if p.grad is not None])
+        if hasattr(grad_norm, "full_tensor"):  # a DTensor: FSDP ranks (dist/fsdp.py) clip by the norm over all shards
+            grad_norm = grad_norm.full_tensor()
+        torch.nn.utils.clip_grads_with_norm_(self.trainable, self.max_grad_norm, grad_norm)
         if not torch.isfinite(grad_norm):
             self.zero_grad()
             raise FloatingPointError(f"non-finite gradient norm ({grad_norm.item()}); update skipped")

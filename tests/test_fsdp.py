@@ -1,0 +1,191 @@
+"""FSDP2 training across Ray actors, on a real local Ray cluster (each rank loads the embedded model: slow)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import pytest
+import ray
+import torch
+
+from autotelic.algorithms import get_algorithm
+from autotelic.backends.hf import HFPolicy
+from autotelic.config import RunConfig, load_config
+from autotelic.dist.fsdp import FSDPTrainGroup, TrainWorkerError, _shares
+from autotelic.types import Group, Sample, Task
+from autotelic.update import dpo_update, policy_gradient_update, rollout_pairs
+
+# one group per micro-batch and two passes over the batch: the ranks' shares take 2 and 1 micro-batches, and the
+# second pass reads the weights the first step wrote
+CONFIG = ["model.threads=1", "model.lora=true", "model.lora_rank=8", "algorithm.lr=1e-3",
+          "algorithm.micro_batch_groups=1", "algorithm.updates_per_batch=2", "dist.train_workers=2"]
+TEMPERATURE, MAX_NEW_TOKENS = 0.7, 8
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _policy(config: RunConfig) -> HFPolicy:
+    """The driver's policy: two threads while the ranks (one thread each) wait."""
+    torch.manual_seed(0)  # LoRA's initial adapters: the ranks seed the same
+    algo = config.algorithm
+    return HFPolicy(replace(config.model, threads=2), lr=algo.lr, weight_decay=algo.weight_decay,
+                    max_grad_norm=algo.max_grad_norm)
+
+
+def _groups(policy: HFPolicy, count: int) -> list[Group]:
+    """Sampled groups whose rewards differ (sample 0 or 1 is right), so every group has a gradient."""
+    prompts = [policy.encode_prompt(f"What is {i} + {i}? Answer with the number.") for i in range(count)]
+    groups = []
+    for i, (prompt, completions) in enumerate(zip(prompts, policy.generate(prompts, 2, MAX_NEW_TOKENS, TEMPERATURE))):
+        samples = [Sample(policy.decode(c.token_ids), c.token_ids, c.logprobs, c.finished, reward=float(j == i % 2))
+                   for j, c in enumerate(completions)]
+        groups.append(Group(Task("", str(2 * i), "add", 1, f"add{i}"), prompt, samples))
+    return groups
+
+
+def _clone(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {key: value.detach().clone() for key, value in state.items()}
+
+
+def _assert_equal_states(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> None:
+    assert set(got) == set(want)
+    assert all(torch.equal(got[key], want[key]) for key in want)
+
+
+def _distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return math.sqrt(sum(float((a[key] - b[key]).norm()) ** 2 for key in b))
+
+
+def _assert_same_update(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor],
+                        initial: dict[str, torch.Tensor]) -> None:
+    """``got`` and ``want`` moved alike from ``initial``: what tells them apart is float noise next to the change
+    (a wrong gradient moves Adam's weights by as much as the change itself)."""
+    assert set(got) == set(want)
+    difference, change = _distance(got, want), _distance(want, initial)
+    assert change > 0 and difference <= 1e-3 * change, f"difference {difference} against a change of {change}"
+
+
+@dataclass
+class _Trained:
+    """One update of the same batch from the same weights, by the driver in-process and by the FSDP group."""
+
+    policy: HFPolicy
+    group: FSDPTrainGroup
+    batch: list[Group]
+    fresh: dict | None  # the group's state before the update: initial weights, no optimizer state
+    metrics: dict[str, float]  # the driver's
+    trained: dict[str, torch.Tensor]  # the driver's weights after the update
+
+
+def _train_both_and_compare(config: RunConfig, count: int, states: bool) -> _Trained:
+    """``count`` groups: the same metrics and weights after the update, and (``states``) the same initial weights
+    and optimizer state (full fine-tuning's: pretrained weights, and 1 GB of moments to gather)."""
+    spec = get_algorithm(config.algorithm.name)
+    policy = _policy(config)
+    batch = _groups(policy, count)
+    group = FSDPTrainGroup(config.model, config.algorithm, spec, config.dist, seed=0)
+    initial = _clone(policy.trainable_state())
+    fresh = group.state_dict() if states else None
+    if fresh is not None:
+        _assert_equal_states(fresh["trainable"], initial)  # same seed, same weights, same keys
+
+    expected = policy_gradient_update(policy, batch, spec, config.algorithm, TEMPERATURE, MAX_NEW_TOKENS)
+    metrics = group.update(batch, TEMPERATURE, MAX_NEW_TOKENS)
+    assert set(metrics) == set(expected)
+    for key, value in expected.items():
+        assert metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-7), key
+    assert group.version == policy.version == config.algorithm.updates_per_batch
+
+    trained = _clone(policy.trainable_state())
+    _assert_same_update(group.trainable_state(), trained, initial)
+    if states:  # Adam's moments hold the gradients, whose scale its step hides: the same moments
+        saved = group.state_dict()["optimizer"]["state"]
+        names = {param: name for name, param in policy.model.named_parameters()}
+        for moment in ("exp_avg", "exp_avg_sq"):
+            want = {names[param]: state[moment] for param, state in policy.optimizer.state.items()}
+            got = {name: saved[name][moment] for name in want}
+            assert _distance(got, want) <= 1e-3 * _distance(want, {name: torch.zeros(()) for name in want}), moment
+    return _Trained(policy, group, batch, fresh, expected, trained)
+
+
+@pytest.mark.slow
+def test_lora_ranks_train_as_the_driver_does_skip_together_and_a_dead_rank_is_named(cluster):
+    config = load_config(None, CONFIG)
+    run = _train_both_and_compare(config, count=3, states=True)
+    group, policy, fresh = run.group, run.policy, run.fresh
+    assert fresh is not None
+
+    # the gathered state loads into an HFPolicy
+    policy.load_trainable_state(fresh["trainable"])
+    _assert_equal_states(policy.trainable_state(), fresh["trainable"])
+    gathered = group.trainable_state()
+    policy.load_trainable_state(gathered)
+    _assert_equal_states(policy.trainable_state(), gathered)
+
+    # a checkpoint's state loads back into the group: the initial weights and no optimizer state
+    group.load_state_dict({**fresh, "policy_version": 7})
+    _assert_equal_states(group.trainable_state(), fresh["trainable"])
+    assert group.version == 7
+
+    # a non-finite loss on rank 1 (the last group is its share) skips the step on every rank and leaves nothing
+    # behind: the same update then gives the same result as the first time
+    last = run.batch[2]
+    broken = run.batch[:2] + [replace(last, samples=[replace(s, logprobs=[math.nan] * len(s.logprobs))
+                                                     for s in last.samples])]
+    with pytest.raises(FloatingPointError, match="loss is nan.*train rank 1"):
+        group.update(broken, TEMPERATURE, MAX_NEW_TOKENS)
+    _assert_equal_states(group.trainable_state(), fresh["trainable"])
+    assert group.version == 7
+    metrics = group.update(run.batch, TEMPERATURE, MAX_NEW_TOKENS)
+    assert metrics == pytest.approx(run.metrics, rel=1e-4, abs=1e-7)
+    _assert_same_update(group.trainable_state(), run.trained, fresh["trainable"])
+
+    # online DPO's pairs, from the same weights and optimizer state (LoRA's reference: the adapters turned off)
+    pairs = rollout_pairs(run.batch)
+    before = _clone(policy.trainable_state())
+    expected = dpo_update(policy, pairs, config.algorithm)
+    assert group.update_pairs(pairs) == pytest.approx(expected, rel=1e-4, abs=1e-7)
+    _assert_same_update(group.trainable_state(), policy.trainable_state(), before)
+
+    # a batch of one group: rank 0 has no share, yet takes the same steps (and collectives) as rank 1
+    before = _clone(policy.trainable_state())
+    expected = policy_gradient_update(policy, run.batch[:1], get_algorithm("grpo"), config.algorithm, TEMPERATURE,
+                                      MAX_NEW_TOKENS)
+    assert group.update(run.batch[:1], TEMPERATURE, MAX_NEW_TOKENS) == pytest.approx(expected, rel=1e-4, abs=1e-7)
+    _assert_same_update(group.trainable_state(), policy.trainable_state(), before)
+
+    ray.kill(group.actors[1])
+    with pytest.raises(TrainWorkerError, match="rank 1 died.*last checkpoint"):
+        group.update(run.batch, TEMPERATURE, MAX_NEW_TOKENS)
+    with pytest.raises(TrainWorkerError, match="rank 1 died"):  # the group stays stopped
+        group.trainable_state()
+
+
+@pytest.mark.slow
+def test_full_fine_tuning_ranks_train_as_the_driver_does(cluster):
+    dropped = ("model.lora", "algorithm.updates_per_batch")  # one pass: the LoRA test covers the second
+    config = load_config(None, [option for option in CONFIG if not option.startswith(dropped)])
+    _train_both_and_compare(config, count=2, states=False).group.shutdown()
+
+
+def test_shares_are_contiguous_and_every_rank_gets_one():
+    assert _shares([1, 2, 3], 2) == [[1, 2], [3]]
+    assert _shares([1], 2) == [[], [1]]
+    assert _shares([], 3) == [[], [], []]
+
+
+def test_fsdp_settings_that_cannot_work_are_named():
+    for options, algorithm, message in [
+        ([], "spiral", "cannot train algorithm.name=spiral"),
+        (["dist.train_workers=0"], "grpo", "train_workers must be at least 1"),
+        (["dist.gpus_per_worker=1"], "grpo", "gpus_per_worker=1.0: train workers run HFPolicy"),
+    ]:
+        config = load_config(None, ["dist.train_workers=2", *options])
+        with pytest.raises(ValueError, match=message):  # before any actor starts
+            FSDPTrainGroup(config.model, config.algorithm, get_algorithm(algorithm), config.dist, seed=0)
