@@ -189,3 +189,32 @@ def test_fsdp_settings_that_cannot_work_are_named():
         config = load_config(None, ["dist.train_workers=2", *options])
         with pytest.raises(ValueError, match=message):  # before any actor starts
             FSDPTrainGroup(config.model, config.algorithm, get_algorithm(algorithm), config.dist, seed=0)
+
+
+@pytest.mark.slow
+def test_the_trainer_updates_through_the_ranks_and_resumes_from_their_checkpoint(cluster, tmp_path):
+    """dist.train_workers=2 in a whole run: every update goes through the ranks, the driver's policy follows their
+    weights and version, and a resumed run's ranks start from the checkpointed weights and optimizer."""
+    from autotelic.checkpoint import latest_checkpoint, load_checkpoint
+    from autotelic.train import Trainer, new_run_dir
+
+    config = load_config(None, CONFIG + [
+        "train.steps=2", "train.checkpoint_every=1", "control.tasks_per_step=2", "generate.group_size=4",
+        "control.max_new_tokens=8", "filter.drop_zero_variance=false", "curriculum.families=[add]",
+        "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1", "eval.max_new_tokens=8", "eval.every=0",
+        "logging.progress=false", "train.max_minutes=null", f"logging.runs_dir={tmp_path}", "logging.run_name=run"])
+    trainer = Trainer(config, new_run_dir(config))
+    initial = {k: v.clone() for k, v in trainer.policy.trainable_state().items()}
+    assert trainer.run()["steps"] == 2
+    trained = trainer.policy.trainable_state()
+    assert trainer.policy.version == 4  # two steps of two optimizer steps each (updates_per_batch=2), on the ranks
+    assert any(not torch.equal(v, initial[k]) for k, v in trained.items())
+    saved = load_checkpoint(latest_checkpoint(tmp_path / "run"))
+    assert saved["policy_version"] == 4 and saved["optimizer"] is not None
+    assert all(torch.equal(saved["trainable"][k], v) for k, v in trained.items())
+    resumed = Trainer(load_config(tmp_path / "run" / "config.yaml"), tmp_path / "run", resume=True)
+    try:
+        assert resumed.policy.version == 4
+        assert all(torch.equal(v, trained[k]) for k, v in resumed.train_group.trainable_state().items())
+    finally:
+        resumed.train_group.shutdown()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import torch
 
@@ -115,6 +115,9 @@ from autotelic.update import (
 )
 from autotelic.vm_mcts import evaluate_decodings, train_value_model
 
+if TYPE_CHECKING:  # the FSDP group (and torch.distributed) load only when dist.train_workers asks
+    from autotelic.dist.fsdp import FSDPTrainGroup
+
 log = logging.getLogger(__name__)
 
 MAX_CONSECUTIVE_FAILED_STEPS = 3
@@ -162,11 +165,17 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     if config.dist.rollout_workers < 0:
         problems.append(f"dist.rollout_workers must be 0 (in-process) or more, got {config.dist.rollout_workers}")
     problems += async_problems(config)
+    if config.dist.train_workers < 0:
+        problems.append(f"dist.train_workers must be 0 (the driver trains) or more, got {config.dist.train_workers}")
+    if config.dist.train_workers and mode == "discussion":
+        problems.append("dist.train_workers trains one policy; generate.mode=discussion trains one per agent: "
+                        "set dist.train_workers=0")
     if config.dist.reward_workers < 0:
         problems.append(f"dist.reward_workers must be 0 (the driver scores) or more, got {config.dist.reward_workers}")
     if config.dist.reward_workers and rewards_on_the_policy(config):
         problems.append(f"reward '{rewards_on_the_policy(config)[0]}' runs the policy being trained, which reward "
-                        "workers do not hold: give the judge its own model (options.model) or set dist.reward_workers=0")
+                        "workers do not hold: give the judge its own model (options.model) or set "
+                        "dist.reward_workers=0")
     problems += vllm_problems(config)
     if config.dist.rollout_workers and mode in ("partial", "propose", "discussion"):
         problems.append(f"dist.rollout_workers works with generate.mode sample, tree, episode or selfplay, not {mode} "
@@ -463,6 +472,15 @@ def evaluate_heldout(config: RunConfig, policy: HFPolicy, tasks: list[Task], dec
     return evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size, decoding)
 
 
+def build_train_group(config: RunConfig, spec: AlgorithmSpec) -> FSDPTrainGroup:
+    from autotelic.dist.fsdp import FSDPTrainGroup
+
+    try:
+        return FSDPTrainGroup(config.model, config.algorithm, spec, config.dist, seed=config.train.seed)
+    except ValueError as error:
+        raise TrainingError(str(error)) from None
+
+
 def build_pipeline(config: RunConfig, policy: HFPolicy, curriculum: Curriculum,
                    agents: list[HFPolicy] | None = None, generation: PolicyBackend | None = None) -> RolloutPipeline:
     """``generation``: what samples rollouts when it is not ``policy`` itself (a vLLM engine on its weights)."""
@@ -512,6 +530,9 @@ class Trainer:
         in_process_vllm = config.vllm.enabled and not config.dist.rollout_workers
         self.generation = build_vllm_generation_policy(config, self.policy) if in_process_vllm else self.policy
         self.pipeline = build_pipeline(config, self.policy, self.curriculum, self.agents, self.generation)
+        self.train_group = build_train_group(config, self.spec) if config.dist.train_workers else None
+        if self.train_group is not None:  # the ranks built the same initial weights: the driver follows them
+            self._follow_train_group()
         self.checkpoints = CheckpointWriter(run_dir, config.train.keep_checkpoints)
         self.state = TrainState()
         self.ahead: AsyncRollouts | None = None  # dist.async_steps: the thread collecting rollouts ahead
@@ -552,6 +573,8 @@ class Trainer:
             "role_baselines": self.baselines.state_dict() if self.baselines is not None else None,
             "torch_rng": torch.get_rng_state(),
         }
+        if self.train_group is not None:  # the ranks' whole weights and optimizer state, not the driver's copy
+            payload.update(self.train_group.state_dict())
         self.checkpoints.save(self.state.step, payload)
 
     def _restore(self) -> None:
@@ -566,6 +589,9 @@ class Trainer:
         others = payload.get("agents", [])
         if len(others) != len(self.agents) - 1:
             raise TrainingError(f"the checkpoint holds {len(others) + 1} agents, the config {len(self.agents)}")
+        if self.train_group is not None:
+            self.train_group.load_state_dict(payload)
+            payload = {**payload, "optimizer": self.policy.optimizer.state_dict()}  # the ranks hold the real one
         for agent, saved in zip(self.agents, [payload, *others]):
             _load_agent_state(agent, saved)
         self.curriculum.load_state_dict(payload["curriculum"])
@@ -668,7 +694,8 @@ class Trainer:
         metrics.update(proposal_metrics(groups))
         if self.discussion:
             metrics.update(discussion_metrics(groups))
-        for name, part in (("worker_restarts", self.pipeline.generator), ("reward_worker_restarts", self.pipeline.scorer)):
+        for name, part in (("worker_restarts", self.pipeline.generator),
+                           ("reward_worker_restarts", self.pipeline.scorer)):
             if hasattr(part, "restarts"):  # Ray actors replaced after dying, so far
                 metrics[f"dist/{name}"] = float(part.restarts)
         pending = getattr(self.pipeline.generator, "pending", None)
@@ -687,8 +714,18 @@ class Trainer:
         rows = [{"step": self.state.step + 1, **event} for event in self.curriculum.take_events()]
         _write_jsonl(self.run_dir / "population.jsonl", rows, append=True)
 
+    def _follow_train_group(self) -> None:
+        """The driver's policy takes the FSDP ranks' weights (for evaluation, export and rollouts)."""
+        self.policy.load_trainable_state(self.train_group.trainable_state())
+        self.policy.version = self.train_group.version
+
     def _update(self, policy: HFPolicy, batch: list[Group]) -> dict[str, float]:
         config = self.config
+        if self.train_group is not None:
+            try:
+                return self.train_group.update(batch, config.generate.temperature, config.control.max_new_tokens)
+            finally:  # a skipped step changed nothing, but the versions must still agree
+                self._follow_train_group()
         if self.spec.kind == "dpo":
             return dpo_update(policy, rollout_pairs(batch), config.algorithm)
         return policy_gradient_update(policy, batch, self.spec, config.algorithm, config.generate.temperature,
@@ -707,7 +744,13 @@ class Trainer:
                                         self.policy.encode_completion(row["chosen"]),
                                         self.policy.encode_completion(row["rejected"])))
         self.checkpoints.wait()
-        metrics = dpo_update(self.policy, batch, self.config.algorithm)
+        if self.train_group is not None:
+            try:
+                metrics = self.train_group.update_pairs(batch)
+            finally:
+                self._follow_train_group()
+        else:
+            metrics = dpo_update(self.policy, batch, self.config.algorithm)
         self.state.pairs_seen += count
         finished = time.perf_counter()
         self.state.train_seconds += finished - started
@@ -807,7 +850,7 @@ class Trainer:
             self._stop_ahead()
             sink.close()
             self.checkpoints.wait()
-            for part in (self.pipeline.generator, self.pipeline.scorer):
+            for part in (self.pipeline.generator, self.pipeline.scorer, self.train_group):
                 if hasattr(part, "shutdown"):  # Ray actors
                     part.shutdown()
         from autotelic.report.html import write_report
