@@ -8,11 +8,11 @@ On one CUDA machine, each part against a peer measured in the same run:
     fused AdamW) on the GPU in bf16 autocast, on part a's rollouts. MFU = 6 * (decoder params * tokens + LM-head
     params * completion tokens) / seconds / the GPU's dense bf16 peak (attention FLOPs left out; HFPolicy runs
     each prompt once per group and the LM head on completion tokens only, so those are the FLOPs it does).
-    HFPolicy has no device setting yet: the bench moves its model to the GPU and makes CUDA the default device;
+    the policy is built with ``model.device=cuda``;
 (c) seconds per step of a short training run with asynchronous rollouts (``dist.rollout_workers=1
     dist.async_steps=1``) against synchronous ones (``dist.async_steps=0``, the same worker), read from each
     run's metrics.jsonl after ``--skip-steps`` warm-up steps; target >= 1.6. Runs go through ``autotelic run``
-    in subprocesses (bench/runs.py), so they train as the CLI does (today on CPU, with ``model.threads``);
+    in subprocesses (bench/runs.py), so they train as the CLI does (the driver with ``model.device=auto``);
     ``--train-override`` adds settings to both runs (e.g. vllm.enabled=true dist.gpus_per_worker=0.5).
 
 Models come from local files only: ``--model embedded`` (SmolLM2-135M-Instruct) or ``--model random-0.5b``
@@ -128,12 +128,11 @@ def training_throughput(policy: HFPolicy, prompts: list[list[int]], completions:
                               f"algorithm.micro_batch_tokens={micro_batch_tokens}"]).algorithm
     spec = get_algorithm("grpo")
     lm = policy.causal_lm
-    policy.model.to("cuda")  # parameters keep their identity, so the optimizer still holds them
     embedding, head = lm.get_input_embeddings().weight.numel(), lm.get_output_embeddings().weight.numel()
     decoder = sum(p.numel() for p in lm.get_decoder().parameters()) - embedding
     prompt_tokens = sum(len(p) for p in prompts)
     completion_tokens = sum(len(c) for group in completions for c in group)
-    with torch.device("cuda"), torch.autocast("cuda", dtype=torch.bfloat16):  # HFPolicy builds inputs by default
+    with torch.autocast("cuda", dtype=torch.bfloat16):
         policy_gradient_update(policy, groups, spec, algo, 1.0, new_tokens)
         torch.cuda.synchronize()
         started = time.perf_counter()
@@ -150,7 +149,8 @@ def seconds_per_step(name: str, model_dir: Path, overrides: list[str], steps: in
                      runs_dir: Path) -> float:
     base = [f"model.path={model_dir}", "curriculum.families=[add]", "curriculum.levels=[1]", "eval.levels=[1]",
             "eval.per_level=1", "filter.drop_zero_variance=false", "generate.temperature=1.0",
-            "dist.rollout_workers=1", f"dist.cpus_per_worker={threads}"]
+            "dist.rollout_workers=1", f"dist.cpus_per_worker={threads}",
+            "model.device=auto"]  # the driver trains on its GPU; an actor without one reserved sees none
     process = launch(name, [*base, *overrides], runs_dir, minutes=60, threads=threads, steps=steps)
     if process.wait() != 0:
         sys.exit(f"the {name} run failed; its log: {runs_dir / f'{name}.log'}")
@@ -187,7 +187,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = embedded_model_dir() if args.model == "embedded" else random_qwen_05b(Path(scratch) / "model")
         if parts & {"a", "b"}:
-            config = load_config(None, [f"model.path={model_dir}", "model.lora=false", "vllm.enabled=true",
+            config = load_config(None, [f"model.path={model_dir}", "model.lora=false", "model.device=cuda",
+                                        "vllm.enabled=true",
                                         f"vllm.gpu_memory_utilization={args.gpu_memory_utilization}"])
             policy = HFPolicy(config.model)
             generation = build_vllm_generation_policy(config, policy)

@@ -114,3 +114,16 @@ def test_inverse_cdf_sampling_follows_the_distribution_and_respects_top_p():
     nucleus = torch.stack([_sample(logprobs, 0.7, generator) for _ in range(5000)])[:, 1]
     assert set(nucleus.tolist()) == {0, 1}
     assert (nucleus == 0).float().mean().item() == pytest.approx(0.644 / (0.644 + 0.237), abs=0.03)
+
+
+def test_devices_are_resolved_and_a_missing_gpu_is_named():
+    from autotelic.backends.embedded import ModelFileError
+    from autotelic.backends.hf import resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelFileError, match="no CUDA GPU is visible"):
+            resolve_device("cuda:0")
+    with pytest.raises(ModelFileError, match="not a device"):
+        resolve_device("gpu-please")

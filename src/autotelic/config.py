@@ -34,6 +34,8 @@ class ModelConfig:
     )
     threads: int | None = None
     """torch intra-op threads; None uses every core."""
+    device: str = "cpu"
+    """Where the policy generates and trains: cpu, cuda, cuda:N, or auto (the GPU when one is visible)."""
     system_prompt: str | None = None
     """System message for every prompt; None keeps the chat template's default."""
 

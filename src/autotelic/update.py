@@ -32,8 +32,8 @@ from autotelic.config import AlgorithmConfig
 from autotelic.types import Group, Sample
 
 
-def _pad(rows: list[list[float]], width: int) -> torch.Tensor:
-    out = torch.zeros(len(rows), width)
+def _pad(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
+    out = torch.zeros(len(rows), width, device=device)
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row, dtype=out.dtype)
     return out
@@ -163,13 +163,14 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
             sizes = [len(g.samples) for g in chunk]
             logprobs_BT, pad_mask_BT = policy.completion_logprobs(prompts, completions, sizes, temperature)
             width = logprobs_BT.shape[1]
-            mask_BT = pad_mask_BT * _pad(targets.masks[offset:offset + count], width)
-            sampled_BT = _pad([s.logprobs for s in samples], width)
+            device = logprobs_BT.device
+            mask_BT = pad_mask_BT * _pad(targets.masks[offset:offset + count], width, device)
+            sampled_BT = _pad([s.logprobs for s in samples], width, device)
             chunk_advantages = targets.advantages[offset:offset + count]
             if isinstance(chunk_advantages[0], list):
-                advantages = _pad(chunk_advantages, width)
+                advantages = _pad(chunk_advantages, width, device)
             else:
-                advantages = torch.tensor(chunk_advantages)
+                advantages = torch.tensor(chunk_advantages, device=device)
             offset += count
             ref_BT = None
             if settings.beta > 0:
@@ -227,7 +228,7 @@ def _sequence_logprobs(policy: PolicyBackend, pairs: list[PreferencePair], refer
                  for c, m in ((p.chosen, p.chosen_mask), (p.rejected, p.rejected_mask))]
     logprobs_BT, mask_BT = policy.completion_logprobs([p.prompt_ids for p in pairs], completions, 2, 1.0,
                                                       reference=reference)
-    return (logprobs_BT * mask_BT * _pad(own_masks, logprobs_BT.shape[1])).sum(1)
+    return (logprobs_BT * mask_BT * _pad(own_masks, logprobs_BT.shape[1], logprobs_BT.device)).sum(1)
 
 
 def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: AlgorithmConfig,

@@ -63,6 +63,19 @@ def resolve_model_dir(path: str | None) -> Path:
     return model_dir
 
 
+def resolve_device(name: str) -> torch.device:
+    """``model.device`` as a torch device; a GPU asked for where none is visible is named."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as error:
+        raise ModelFileError(f"model.device={name}: not a device ({error})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ModelFileError(f"model.device={name}: no CUDA GPU is visible (use cpu or auto)")
+    return device
+
+
 def _group_sizes(n: int | Sequence[int], num_prompts: int) -> list[int]:
     sizes = [n] * num_prompts if isinstance(n, int) else list(n)
     if len(sizes) != num_prompts or min(sizes, default=1) < 1:
@@ -107,7 +120,7 @@ def _sample(logprobs: torch.Tensor, top_p: float, generator: torch.Generator) ->
         sorted_probs = sorted_probs.masked_fill(outside, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
     cdf = probs.cumsum(-1)  # (B, V)
-    threshold = torch.rand(cdf.shape[0], 1, generator=generator) * cdf[:, -1:]
+    threshold = torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device) * cdf[:, -1:]
     return torch.searchsorted(cdf, threshold).squeeze(1).clamp(max=cdf.shape[1] - 1)
 
 
@@ -137,18 +150,19 @@ class HFPolicy:
                 r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                 target_modules=list(config.lora_targets), task_type="CAUSAL_LM",
             ))
-        self.model = model
+        self.device = resolve_device(config.device)
+        self.model = model.to(self.device)
         self.model.train()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         eos = {self.tokenizer.eos_token_id}
         generation_eos = getattr(model.generation_config, "eos_token_id", None)
         eos |= set(generation_eos) if isinstance(generation_eos, list) else {generation_eos}
-        self.eos_ids = torch.tensor(sorted(e for e in eos if e is not None))
+        self.eos_ids = torch.tensor(sorted(e for e in eos if e is not None), device=self.device)
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         # The fused kernel updates all 135M parameters in one pass: ~0.1 s instead of ~0.5 s on 2 cores.
         self.optimizer = torch.optim.AdamW(self.trainable, lr=lr, weight_decay=weight_decay, fused=True)
         self.max_grad_norm = max_grad_norm
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
         self._frozen_reference: torch.nn.Module | None = None
         self._ids_containing: dict[str, list[int]] = {}
@@ -209,8 +223,8 @@ class HFPolicy:
         A completion also ends after any of ``stop_token_ids`` (then ``finished`` is False)."""
         lm = self.causal_lm
         sizes = _group_sizes(n, len(prompts))
-        rows = _repeat_index(sizes)
-        ids, mask, positions = _left_pad(prompts, self.pad_id)
+        rows = _repeat_index(sizes).to(self.device)
+        ids, mask, positions = (t.to(self.device) for t in _left_pad(prompts, self.pad_id))
         out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         cache.batch_select_indices(rows)  # the prompt ran once; each sample gets its own copy of its cache
@@ -223,7 +237,7 @@ class HFPolicy:
         entropies: list[list[float]] = [[] for _ in range(total)]
         finished = [False] * total
         active = torch.arange(total)  # decoding-batch row -> sample index
-        stops = torch.tensor(sorted(stop_token_ids), dtype=torch.long)
+        stops = torch.tensor(sorted(stop_token_ids), dtype=torch.long, device=self.device)
         for step in range(max_new_tokens):
             if not bool(torch.isfinite(logits).all()):
                 raise FloatingPointError("the model produced non-finite logits during generation")
@@ -282,14 +296,14 @@ class HFPolicy:
         logits, _, mask = self._completion_logits(self.causal_lm, prompts, completions, _group_sizes(n, len(prompts)),
                                                   temperature=1.0)
         per_token = -math.log(logits.shape[-1]) - torch.log_softmax(logits, dim=-1).mean(-1)  # (N,)
-        rows = torch.zeros(mask.shape, dtype=per_token.dtype).masked_scatter(mask, per_token)
+        rows = torch.zeros(mask.shape, dtype=per_token.dtype, device=mask.device).masked_scatter(mask, per_token)
         return (rows.sum(1) / mask.sum(1).clamp(min=1)).tolist()
 
     def _logprobs(self, lm: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]],
                   sizes: list[int], temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
         logits, targets, completion_mask = self._completion_logits(lm, prompts, completions, sizes, temperature)
         token_logprobs = logits.gather(1, targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
-        logprobs = torch.zeros(completion_mask.shape, dtype=token_logprobs.dtype)
+        logprobs = torch.zeros(completion_mask.shape, dtype=token_logprobs.dtype, device=completion_mask.device)
         logprobs = logprobs.masked_scatter(completion_mask, token_logprobs)
         return logprobs, completion_mask
 
@@ -297,18 +311,18 @@ class HFPolicy:
                            sizes: list[int], temperature: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Next-token logits at every real completion token (N, V), those tokens (N,) and the (B, T) mask."""
         body, head = lm.get_decoder(), lm.get_output_embeddings()
-        rows = _repeat_index(sizes)
-        ids, mask, positions = _left_pad(prompts, self.pad_id)
+        rows = _repeat_index(sizes).to(self.device)
+        ids, mask, positions = (t.to(self.device) for t in _left_pad(prompts, self.pad_id))
         prompt_out = body(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
         cache = prompt_out.past_key_values
         cache.batch_select_indices(rows)
         hidden = prompt_out.last_hidden_state[:, -1:][rows]  # (B, 1, D): predicts token 0
-        completion_ids, completion_mask = _right_pad(completions, self.pad_id)  # (B, T)
+        completion_ids, completion_mask = (t.to(self.device) for t in _right_pad(completions, self.pad_id))  # (B, T)
         if completion_ids.shape[1] > 1:
             inputs = completion_ids[:, :-1]
             full_mask = torch.cat([mask[rows], completion_mask[:, :-1].long()], dim=1)
             start = positions[:, -1:][rows] + 1
-            steps = torch.arange(inputs.shape[1])[None, :]
+            steps = torch.arange(inputs.shape[1], device=self.device)[None, :]
             rest = body(input_ids=inputs, attention_mask=full_mask, position_ids=start + steps,
                         past_key_values=cache, use_cache=True).last_hidden_state
             hidden = torch.cat([hidden, rest], dim=1)  # (B, T, D)

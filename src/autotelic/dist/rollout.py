@@ -45,7 +45,7 @@ class _RolloutActor:
 def _shareable(state: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Tensors as numpy arrays where numpy has the dtype: Ray stores those without pickling and actors read
     them in place (for the 135M model, 0.1 s instead of 2 s per update); bfloat16 stays a tensor."""
-    return {name: tensor.detach().numpy() if tensor.dtype != torch.bfloat16 else tensor
+    return {name: tensor.detach().cpu().numpy() if tensor.dtype != torch.bfloat16 else tensor.detach().cpu()
             for name, tensor in state.items()}
 
 
