@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
-from autotelic.config import load_config
+from autotelic.config import ConfigError, load_config
 from autotelic.tasks import get_family
 from autotelic.train import Trainer, TrainingError, new_run_dir
 from autotelic.types import Task
@@ -235,5 +236,9 @@ def test_every_recipe_runs_a_step(recipe, tmp_path):
               "model.lora=true", "model.lora_rank=8",  # LoRA: small checkpoints (full FT writes 1.6 GB each)
               "value.tasks=2", "value.iterations=1", "value.epochs=2"]  # recipes with a VM-MCTS stage: keep it small
     config = load_config(recipe, shrink)
+    if config.vllm.enabled and not torch.cuda.is_available():  # a GPU recipe on this machine: a clear stop instead
+        with pytest.raises(ConfigError, match="needs the vllm package and a CUDA GPU"):
+            Trainer(config, new_run_dir(config))
+        return
     summary = Trainer(config, new_run_dir(config)).run()
     assert summary["steps"] == 1 and (tmp_path / "r" / "report.html").is_file()

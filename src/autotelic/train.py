@@ -28,7 +28,7 @@ import torch
 from autotelic.algorithms import AlgorithmSpec, get_algorithm
 from autotelic.backends import PolicyBackend
 from autotelic.backends.hf import HFPolicy
-from autotelic.backends.vllm import build_vllm_generation_policy, vllm_problems
+from autotelic.backends.vllm import build_vllm_generation_policy, require_vllm, vllm_problems
 from autotelic.checkpoint import CheckpointWriter, latest_checkpoint, load_checkpoint
 from autotelic.config import (
     ModelConfig,
@@ -177,6 +177,8 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
                         "workers do not hold: give the judge its own model (options.model) or set "
                         "dist.reward_workers=0")
     problems += vllm_problems(config)
+    if config.vllm.enabled:  # before the model loads: name a missing package or GPU first
+        require_vllm()
     if config.dist.rollout_workers and mode in ("partial", "propose", "discussion"):
         problems.append(f"dist.rollout_workers works with generate.mode sample, tree, episode or selfplay, not {mode} "
                         "(its generator keeps state or several models on the driver)")
