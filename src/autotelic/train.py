@@ -392,7 +392,9 @@ def build_discussion(config: RunConfig, agents: list[HFPolicy], greedy: bool = F
 def _worker_config(config: RunConfig) -> RunConfig:
     """The config a Ray actor builds its part from: no actors of its own, and (unless model.threads says
     otherwise) torch on the CPUs Ray reserved for the actor, not on every core."""
-    threads = config.model.threads or max(1, int(config.dist.cpus_per_worker))
+    from autotelic.dist.actors import actor_threads
+
+    threads = actor_threads(config.model.threads, config.dist.cpus_per_worker)
     return replace(config, model=replace(config.model, threads=threads),
                    dist=replace(config.dist, rollout_workers=0, reward_workers=0))
 

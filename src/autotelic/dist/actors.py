@@ -30,6 +30,11 @@ def connect(dist: DistConfig) -> None:
     ray.init(num_cpus=max(1, round(workers * dist.cpus_per_worker)), include_dashboard=False, log_to_driver=False)
 
 
+def actor_threads(model_threads: int | None, cpus_per_worker: float) -> int:
+    """torch threads in an actor: ``model.threads`` if set, else the CPUs Ray reserved for it (not every core)."""
+    return model_threads or max(1, int(cpus_per_worker))
+
+
 def split(count: int, parts: int) -> list[range]:
     """``count`` items in ``parts`` contiguous, near-equal ranges (empty ones dropped)."""
     bounds = [round(i * count / parts) for i in range(parts + 1)]

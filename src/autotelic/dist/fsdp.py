@@ -27,6 +27,7 @@ import contextlib
 import itertools
 import socket
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any, NoReturn, cast
 
 import torch
@@ -43,7 +44,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import AlgorithmConfig, DistConfig, ModelConfig
-from autotelic.dist.actors import connect
+from autotelic.dist.actors import actor_threads, connect
 from autotelic.types import Group
 from autotelic.update import PreferencePair, batch_normalizer, dpo_update, policy_gradient_update, rollout_pairs
 
@@ -265,6 +266,7 @@ class FSDPTrainGroup:
         self.algo, self.spec, self.version = algo, spec, 0
         self._stopped: str | None = None
         remote = ray.remote(num_cpus=settings.cpus_per_worker)(_TrainRank)
+        model = replace(model, threads=actor_threads(model.threads, settings.cpus_per_worker))
         self.actors = [remote.remote(model, algo, spec, seed) for _ in range(workers)]
         (host, port), = self._run([self.actors[0].endpoint.remote()])
         self._run([actor.join.remote(host, port, rank, workers) for rank, actor in enumerate(self.actors)])
