@@ -81,7 +81,10 @@ def main() -> None:
         print(f"{r['model']:8} {r['agent']:15} {r['success']:8.1%} {by_level} {r['valid_actions']:14.1%} "
               f"{r['turns']:6.2f} {r['seconds']:5.0f}")
     by = {(r["model"], r["agent"]): r["success"] for r in rows}
-    ratio = (lambda a, b: a / b if b else float("inf") if a else 1.0)
+
+    def ratio(a: float, b: float) -> float:  # 0 over 0 counts as no change
+        return a / b if b else float("inf") if a else 1.0
+
     print(f"trained_over_base={ratio(by['trained', 'single policy'], by['base', 'single policy']):.2f}")
     print(f"operator_over_single={ratio(by['trained', 'operator agent'], by['trained', 'single policy']):.2f}")
     (runs_dir / "bench_web_agent.json").write_text(json.dumps(rows, indent=2))
