@@ -577,8 +577,8 @@ class Trainer:
             "role_baselines": self.baselines.state_dict() if self.baselines is not None else None,
             "torch_rng": torch.get_rng_state(),
         }
-        if self.train_group is not None:  # the ranks' whole weights and optimizer state, not the driver's copy
-            payload.update(self.train_group.state_dict())
+        if self.train_group is not None:  # the driver follows the ranks' weights and version; their optimizer is theirs
+            payload["optimizer"] = self.train_group.optimizer_state()
         self.checkpoints.save(self.state.step, payload)
 
     def _restore(self) -> None:

@@ -308,11 +308,14 @@ class FSDPTrainGroup:
         """The whole trainable state on the driver's CPU, as HFPolicy.trainable_state() gives it."""
         return self._run([actor.trainable_state.remote() for actor in self.actors])[0]
 
+    def optimizer_state(self) -> dict[str, Any] | None:
+        """The whole optimizer state (None before the first step), independent of the number of ranks."""
+        return self._run([actor.optimizer_state.remote() for actor in self.actors])[0]
+
     def state_dict(self) -> dict[str, Any]:
         """For checkpoints: whole tensors, independent of the number of ranks."""
-        trainable = self.trainable_state()
-        optimizer = self._run([actor.optimizer_state.remote() for actor in self.actors])[0]
-        return {"trainable": trainable, "optimizer": optimizer, "policy_version": self.version}
+        return {"trainable": self.trainable_state(), "optimizer": self.optimizer_state(),
+                "policy_version": self.version}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         shared = self._ray.put({key: state[key] for key in ("trainable", "optimizer", "policy_version")})
