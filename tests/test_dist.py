@@ -18,9 +18,14 @@ import torch
 from autotelic.backends.hf import HFPolicy
 from autotelic.checkpoint import load_checkpoint
 from autotelic.config import load_config
+from autotelic.dist.actors import ClusterTooSmallError
+from autotelic.dist.envs import RayEnvPool
 from autotelic.dist.rewards import RayRewardPool
 from autotelic.dist.rollout import RayRolloutPool
+from autotelic.envs import call_all, make_env_factory
+from autotelic.envs.guess_number import GuessNumberEnv
 from autotelic.rollout.filter import score_groups
+from autotelic.rollout.generate import EpisodeSampler
 from autotelic.tasks import get_family
 from autotelic.train import Trainer, TrainingError, build_reward_worker, build_rollout_worker, build_scorer, new_run_dir
 from autotelic.types import Group, Sample, Task
@@ -104,9 +109,21 @@ def test_dist_settings_that_cannot_work_are_named(tmp_path):
     for options, message in [(["dist.rollout_workers=-1"], "rollout_workers must be 0"),
                              (["dist.rollout_workers=2", "generate.mode=partial"], "not partial"),
                              (["dist.reward_workers=1", "filter.rewards=[{name: self_certainty}]"],
-                              "reward workers do not hold")]:
+                              "reward workers do not hold"),
+                             (["dist.env_workers=1"], "generate.mode=sample has none"),
+                             (["dist.env_workers=-1"], "env_workers must be 0")]:
         with pytest.raises(TrainingError, match=message):
             Trainer(load_config(None, CONFIG + options + [f"logging.runs_dir={tmp_path}"]), tmp_path / "x")
+
+
+def test_workers_no_node_can_hold_are_named_before_ray_waits_for_them(cluster):
+    """Ray would keep an actor that no node can hold pending forever: the pool stops first, with the numbers."""
+    config = load_config(None, CONFIG)
+    with pytest.raises(ClusterTooSmallError, match="each reward worker asks Ray for 1 GPU, but no node of the Ray "
+                                                   "cluster has more than 0: lower dist.gpus_per_worker"):
+        RayRewardPool(partial(build_reward_worker, config), workers=1, gpus_per_worker=1)
+    with pytest.raises(ClusterTooSmallError, match="asks Ray for 8 CPU, but no node .* more than 4"):
+        RayEnvPool(GuessNumberEnv, workers=1, cpus_per_worker=8)
 
 
 def _learning(tmp_path, name: str, options: list[str]) -> tuple[dict, list[dict]]:
@@ -197,3 +214,51 @@ def test_reward_workers_score_in_their_sandboxes_like_the_driver_and_replace_a_d
         [(g.dropped_by, [s.reward for s in g.samples]) for g in remote]
     assert pool(remote[0]) == [1.0, 0.0]  # one group at a time, as tree search asks
     pool.shutdown()
+
+
+def test_env_workers_rebuild_the_episodes_of_a_killed_actor_and_go_on(cluster):
+    """Environments in Ray actors answer as in-process ones; when an env actor dies mid-episode, one replacement
+    takes its place, each of its episodes is replayed onto it, and the episodes go on from where they were."""
+    pool = RayEnvPool(make_env_factory("guess_number"), workers=2)
+    tasks = [Task("Guess my number between 1 and 100.", str(secret), "guess_number", 1, f"g{secret}")
+             for secret in (37, 80, 12)]
+    remote, local = [pool() for _ in tasks], [GuessNumberEnv() for _ in tasks]  # on actors 0, 1, 0
+    assert call_all([(env, "reset", task) for env, task in zip(remote, tasks)]) == [task.prompt for task in tasks]
+    for env, task in zip(local, tasks):
+        env.reset(task)
+    moves = [["50", "90", "40"], ["no idea", "75", "80"], ["50", "12", "12"]]
+    for turn in range(3):
+        if turn == 1:
+            ray.kill(pool.actors[0])  # holding the first and third episodes, one guess into each
+        steps = call_all([(env, "step", guesses[turn]) for env, guesses in zip(remote, moves)])
+        assert steps == [env.step(guesses[turn]) for env, guesses in zip(local, moves)]
+    assert steps[1] == ("correct", 1.0, True, {"valid": True, "guesses": 2})
+    assert steps[0].observation == "lower" and remote[0].calls[-1] == ("step", "40")
+    assert pool.restarts == 1  # one replacement for the actor, though two episodes found it dead
+    for env in remote:
+        env.close()
+    pool.shutdown()
+
+
+@pytest.mark.slow
+def test_env_workers_hold_the_training_episodes_sandboxes(cluster, tmp_path):
+    """dist.env_workers=2: the python tool environment (its code sandbox included) runs in Ray actors; a training
+    step goes through them, and greedy episodes there equal the same episodes in the driver."""
+    config = load_config(None, CONFIG + ["generate.mode=episode", "generate.env=python", "dist.env_workers=2",
+                                         "curriculum.families=[rg_chain_sum]", "filter.rewards=[{name: env}]",
+                                         "filter.drop_zero_variance=false", "control.max_turns=2",
+                                         "control.max_new_tokens=48", "control.tasks_per_step=2",
+                                         "generate.group_size=2", f"logging.runs_dir={tmp_path}",
+                                         "logging.run_name=run"])
+    trainer = Trainer(config, new_run_dir(config))
+    envs = trainer.pipeline.generator.make_env
+    assert isinstance(envs, RayEnvPool)
+    metrics = trainer.step()
+    assert metrics["dist/env_worker_restarts"] == 0 and metrics["episode/turns"] >= 1
+    family = get_family("rg_chain_sum")
+    tasks = [family.generate(random.Random(seed), 1) for seed in range(3)]
+    remote, local = (EpisodeSampler(trainer.policy, make_env, max_turns=2, greedy=True).generate(tasks, 2, 48)
+                     for make_env in (envs, make_env_factory("python")))
+    episodes = [[(s.token_ids, s.info["return"], s.info["observations"]) for s in g.samples] for g in remote]
+    assert episodes == [[(s.token_ids, s.info["return"], s.info["observations"]) for s in g.samples] for g in local]
+    envs.shutdown()

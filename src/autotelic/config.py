@@ -23,7 +23,8 @@ class ConfigError(ValueError):
 @dataclass
 class ModelConfig:
     path: str | None = None
-    """Local Hugging Face model directory; None uses the embedded SmolLM2-135M-Instruct."""
+    """Local Hugging Face model directory; None uses the embedded SmolLM2-135M-Instruct; random:<shape> (e.g.
+    random:qwen2-0.5b) a model of that size with random weights, for throughput at a target size."""
     lora: bool = False
     """Train LoRA adapters (peft) instead of all weights; merged into the model on export."""
     lora_rank: int = 32
@@ -417,7 +418,7 @@ class VLLMConfig:
 
 @dataclass
 class DistConfig:
-    """Ray: rollout workers as actors (the same run from a laptop to a cluster)."""
+    """Ray: rollout, reward, environment and train workers as actors (the same run from a laptop to a cluster)."""
 
     rollout_workers: int = 0
     """Ray actors that generate, each with its own policy copy synced after every update; 0: in-process."""
@@ -435,6 +436,10 @@ class DistConfig:
     train_workers: int = 0
     """Ray actors that train together with torch FSDP2 (each a rank: gloo on CPU, NCCL on GPUs); 0: the driver
     trains."""
+    env_workers: int = 0
+    """Ray actors that hold the environments of generate.mode=episode (or propose.executor_tools), e.g. browsers
+    or code sandboxes, and step them in parallel; with rollout workers, each has this many of its own. 0: the
+    generating process holds them."""
 
 
 @dataclass

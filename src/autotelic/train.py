@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Callable, get_args
 
 import torch
 
@@ -51,7 +51,7 @@ from autotelic.curricula.evolve import (
     unknown_operation,
 )
 from autotelic.curricula.failures import FailureCurriculum
-from autotelic.envs import make_env_factory, make_game_factory
+from autotelic.envs import Environment, make_env_factory, make_game_factory
 from autotelic.evaluate import (
     DECODINGS,
     Decoding,
@@ -170,6 +170,12 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     if config.dist.train_workers and mode == "discussion":
         problems.append("dist.train_workers trains one policy; generate.mode=discussion trains one per agent: "
                         "set dist.train_workers=0")
+    if config.dist.env_workers < 0:
+        problems.append(f"dist.env_workers must be 0 (environments in the generating process) or more, got "
+                        f"{config.dist.env_workers}")
+    if config.dist.env_workers and mode != "episode" and not (mode == "propose" and config.propose.executor_tools):
+        problems.append(f"dist.env_workers holds the environments of generate.mode=episode (or "
+                        f"propose.executor_tools); generate.mode={mode} has none")
     if config.dist.reward_workers < 0:
         problems.append(f"dist.reward_workers must be 0 (the driver scores) or more, got {config.dist.reward_workers}")
     if config.dist.reward_workers and rewards_on_the_policy(config):
@@ -412,6 +418,19 @@ def build_rollout_worker(config: RunConfig, index: int) -> tuple[HFPolicy, Rollo
     return generation, build_generator(config, generation)
 
 
+def build_env_factory(config: RunConfig, name: str) -> Callable[[], Environment]:
+    """Fresh environments of ``name`` for training episodes: built in this process, or in ``dist.env_workers``
+    Ray actors (a rollout worker's own, when called in one)."""
+    make_env = make_env_factory(name)
+    if not config.dist.env_workers:
+        return make_env
+    from autotelic.dist.actors import connect
+    from autotelic.dist.envs import RayEnvPool
+
+    connect(config.dist)
+    return RayEnvPool(make_env, config.dist.env_workers, config.dist.cpus_per_worker)
+
+
 def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] | None = None) -> RolloutWorker:
     gen = config.generate
     if config.dist.rollout_workers:
@@ -428,7 +447,7 @@ def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] 
     if gen.mode == "partial":
         return PartialRolloutSampler(policy, gen.temperature, gen.top_p, gen.partial_segment_tokens)
     if gen.mode == "episode":
-        return EpisodeSampler(policy, make_env_factory(gen.env), gen.temperature, gen.top_p,
+        return EpisodeSampler(policy, build_env_factory(config, gen.env), gen.temperature, gen.top_p,
                               config.control.max_turns, turn_tokens=config.control.turn_tokens,
                               max_invalid=config.control.max_invalid)
     if gen.mode == "selfplay":
@@ -439,7 +458,7 @@ def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] 
         cfg = config.propose
         reward = ProposerReward(cfg.repetition_penalty, cfg.duplicate_threshold, cfg.tool_bonus, cfg.invalid_reward,
                                 learnability if cfg.kind == "code" else uncertainty)
-        tools = make_env_factory(cfg.executor_tools) if cfg.executor_tools else None
+        tools = build_env_factory(config, cfg.executor_tools) if cfg.executor_tools else None
         return ProposeSampler(policy, cfg.answers_per_task, tuple(cfg.band), reward, cfg.phase_steps, cfg.show_example,
                               gen.temperature, gen.top_p, tools, config.control.max_turns, cfg.kind)
     return PolicySampler(policy, gen.temperature, gen.top_p)
@@ -699,7 +718,8 @@ class Trainer:
         if self.discussion:
             metrics.update(discussion_metrics(groups))
         for name, part in (("worker_restarts", self.pipeline.generator),
-                           ("reward_worker_restarts", self.pipeline.scorer)):
+                           ("reward_worker_restarts", self.pipeline.scorer),
+                           ("env_worker_restarts", getattr(self.pipeline.generator, "make_env", None))):
             if hasattr(part, "restarts"):  # Ray actors replaced after dying, so far
                 metrics[f"dist/{name}"] = float(part.restarts)
         pending = getattr(self.pipeline.generator, "pending", None)
@@ -854,7 +874,8 @@ class Trainer:
             self._stop_ahead()
             sink.close()
             self.checkpoints.wait()
-            for part in (self.pipeline.generator, self.pipeline.scorer, self.train_group):
+            for part in (self.pipeline.generator, getattr(self.pipeline.generator, "make_env", None),
+                         self.pipeline.scorer, self.train_group):
                 if hasattr(part, "shutdown"):  # Ray actors
                     part.shutdown()
         from autotelic.report.html import write_report

@@ -4,17 +4,25 @@
 driver runs on a laptop (``address=None``: a local Ray instance) and on a cluster (``address="auto"`` or
 ``"ray://host:10001"`` after ``ray start --head``).
 
-An ``ActorPool`` builds each actor from a picklable ``build(index)`` (the trainer's own builders) and hands
-out work as one share per actor. A share whose actor died (its process killed, its node lost) is run
-again on a fresh actor, which ``on_replace`` first brings up to date (e.g. loads the current weights);
+An ``ActorPool`` builds each actor (a class naming its ``role``) from a picklable ``build(index)`` (the
+trainer's own builders) and hands out work as one share per actor. A pool that cannot fit on the cluster
+stops with the numbers instead of waiting. A share whose actor died (its process killed, its node lost) is
+run again on a fresh actor, which ``on_replace`` first brings up to date (e.g. loads the current weights);
 ``restarts`` counts them for the metrics.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
-from autotelic.config import DistConfig
+from autotelic.config import ConfigError, DistConfig
+
+log = logging.getLogger(__name__)
+
+
+class ClusterTooSmallError(ConfigError):
+    pass
 
 
 def connect(dist: DistConfig) -> None:
@@ -26,13 +34,32 @@ def connect(dist: DistConfig) -> None:
     if dist.address is not None:
         ray.init(address=dist.address, include_dashboard=False, log_to_driver=False)
         return
-    workers = dist.rollout_workers + dist.reward_workers + dist.train_workers
+    env_workers = dist.env_workers * max(1, dist.rollout_workers)  # each rollout worker has its own
+    workers = dist.rollout_workers + dist.reward_workers + dist.train_workers + env_workers
     ray.init(num_cpus=max(1, round(workers * dist.cpus_per_worker)), include_dashboard=False, log_to_driver=False)
 
 
 def actor_threads(model_threads: int | None, cpus_per_worker: float) -> int:
     """torch threads in an actor: ``model.threads`` if set, else the CPUs Ray reserved for it (not every core)."""
     return model_threads or max(1, int(cpus_per_worker))
+
+
+def check_room(role: str, workers: int, cpus: float, gpus: float) -> None:
+    """Stop at once, naming the numbers, when one worker asks for more than any node of the Ray cluster has (Ray
+    would wait for it forever); warn when the workers together need more than the cluster has in all."""
+    import ray
+
+    nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    for resource, amount, setting in (("CPU", cpus, "dist.cpus_per_worker"), ("GPU", gpus, "dist.gpus_per_worker")):
+        largest = max((node.get(resource, 0.0) for node in nodes), default=0.0)
+        if amount > largest:
+            raise ClusterTooSmallError(
+                f"each {role} asks Ray for {amount:g} {resource}, but no node of the Ray cluster has more than "
+                f"{largest:g}: lower {setting}, or add a node with enough {resource}s")
+        total = sum(node.get(resource, 0.0) for node in nodes)
+        if workers * amount > total:
+            log.warning("%d %ss need %g %s in all, the Ray cluster has %g: some wait until others finish",
+                        workers, role, workers * amount, resource, total)
 
 
 def split(count: int, parts: int) -> list[range]:
@@ -50,16 +77,22 @@ class ActorPool:
             raise ValueError(f"an actor pool needs at least one worker, got {workers}")
         if not ray.is_initialized():  # used on its own (tests, notebooks): a local instance just for it
             ray.init(num_cpus=max(1, round(workers * cpus_per_worker)), include_dashboard=False, log_to_driver=False)
+        check_room(actor_class.role, workers, cpus_per_worker, gpus_per_worker)
         self._ray = ray
         self._remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(actor_class)
         self.build, self.on_replace, self.restarts = build, on_replace, 0
         self.actors = [self._remote.remote(build, index) for index in range(workers)]
 
-    def _replace(self, index: int) -> None:
+    def replace(self, index: int, dead: Any = None) -> Any:
+        """A fresh actor in place of actor ``index`` (unless it was already replaced since the caller saw ``dead``);
+        returns the actor now at ``index``."""
+        if dead is not None and self.actors[index] is not dead:
+            return self.actors[index]
         self.restarts += 1
         self.actors[index] = self._remote.remote(self.build, index + len(self.actors) * self.restarts)  # new seed
         if self.on_replace is not None:
             self.on_replace(self.actors[index])
+        return self.actors[index]
 
     def broadcast(self, method: str, *args: Any) -> None:
         """Every actor runs ``method(*args)``; one found dead is replaced (``on_replace`` brings it up to date)."""
@@ -70,7 +103,7 @@ class ActorPool:
             try:
                 self._ray.get(call)
             except RayActorError:
-                self._replace(index)
+                self.replace(index)
 
     def map(self, method: str, shares: list[tuple[Any, ...]]) -> list[Any]:
         """Actor i runs ``method(*shares[i])``; results in share order. A dead actor's share runs again on its
@@ -87,7 +120,7 @@ class ActorPool:
             try:
                 results[i] = self._ray.get(ref)
             except RayActorError:
-                self._replace(i)
+                self.replace(i)
                 pending[getattr(self.actors[i], method).remote(*shares[i])] = i
         return results
 

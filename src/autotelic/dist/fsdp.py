@@ -44,7 +44,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import AlgorithmConfig, DistConfig, ModelConfig
-from autotelic.dist.actors import actor_threads, connect
+from autotelic.dist.actors import actor_threads, check_room, connect
 from autotelic.types import Group
 from autotelic.update import PreferencePair, batch_normalizer, dpo_update, policy_gradient_update, rollout_pairs
 
@@ -125,6 +125,8 @@ class _ShardedPolicy(torch.nn.Module):
 
 class _TrainRank:
     """One FSDP rank: a policy copy, sharded by ``join``."""
+
+    role = "train worker"
 
     def __init__(self, model: ModelConfig, algo: AlgorithmConfig, spec: AlgorithmSpec, seed: int) -> None:
         torch.manual_seed(seed)  # LoRA's initial adapters: the same on every rank
@@ -265,6 +267,7 @@ class FSDPTrainGroup:
         self._ray = ray
         self.algo, self.spec, self.version = algo, spec, 0
         self._stopped: str | None = None
+        check_room(_TrainRank.role, workers, settings.cpus_per_worker, 0.0)
         remote = ray.remote(num_cpus=settings.cpus_per_worker)(_TrainRank)
         model = replace(model, threads=actor_threads(model.threads, settings.cpus_per_worker))
         self.actors = [remote.remote(model, algo, spec, seed) for _ in range(workers)]

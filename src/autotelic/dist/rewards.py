@@ -17,6 +17,8 @@ from autotelic.types import Group
 
 
 class _RewardActor:
+    role = "reward worker"
+
     def __init__(self, build: Callable[[int], Any], index: int) -> None:
         self.scorer = build(index)
 

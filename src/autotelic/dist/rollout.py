@@ -27,6 +27,8 @@ from autotelic.types import Group, Task
 class _RolloutActor:
     """Holds a policy copy and a generator; ``build(index)`` returns (policy, generator)."""
 
+    role = "rollout worker"
+
     def __init__(self, build: Callable[[int], tuple[Any, Any]], index: int) -> None:
         self.policy, self.generator = build(index)
 

@@ -2,7 +2,9 @@
 
 A single-turn task is an environment with one turn. Observations come back to the policy as user
 messages of its chat template, and the episode generator masks their tokens out of the loss. A new
-environment is one module here plus a line in ``ENVIRONMENTS``.
+environment is one module here plus a line in ``make_env_factory``. The episode generator resets and steps
+a batch of environments through ``call_all``, so environments in Ray actors (``dist/envs.py``) work on
+their calls at the same time.
 
 Two-player games for self-play (``generate.mode=selfplay``) are ``TwoPlayerGame``s instead: each player
 reads its own observations, so one policy can play both roles with a transcript per role.
@@ -50,6 +52,15 @@ class TwoPlayerGame(Protocol):
     def step(self, action: str) -> Move:
         """The current player's move."""
         ...
+
+
+def call_all(calls: list[tuple[Any, str, Any]]) -> list[Any]:
+    """``getattr(env, method)(argument)`` for each (env, method, argument), in order. An environment with
+    ``start(method, argument)`` (a remote one) starts its call and returns a function that waits for the
+    result: all of those start before any is waited for, so remote environments step in parallel."""
+    finishers = [env.start(method, argument) if hasattr(env, "start") else partial(getattr(env, method), argument)
+                 for env, method, argument in calls]
+    return [finish() for finish in finishers]
 
 
 class UnknownEnvironmentError(ValueError):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from autotelic.backends import Completion, PolicyBackend
-from autotelic.envs import Environment, Step
+from autotelic.envs import Environment, Step, call_all
 from autotelic.types import Group, Sample, Task
 
 
@@ -286,16 +286,15 @@ class EpisodeSampler:
     """Early exit: an episode ends after this many invalid actions in a row."""
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
+        sizes = sizes_per_task(sizes, len(tasks))
+        envs = [[self.make_env() for _ in range(size)] for size in sizes]
+        firsts = iter(call_all([(env, "reset", task) for task, group in zip(tasks, envs) for env in group]))
         groups, episodes = [], []
-        for task, size in zip(tasks, sizes_per_task(sizes, len(tasks))):
-            envs = [self.make_env() for _ in range(size)]
-            prompt = self.policy.encode_prompt(envs[0].reset(task), task.response_prefix)
-            group = Group(task, prompt, [])
-            for env in envs[1:]:
-                env.reset(task)
-            for env in envs:
-                group.samples.append(episode_sample(self.policy))
-                episodes.append((env, group.samples[-1], prompt, task.response_prefix))
+        for task, group_envs in zip(tasks, envs):
+            observations = [next(firsts) for _ in group_envs]  # the group's prompt is its first env's
+            prompt = self.policy.encode_prompt(observations[0], task.response_prefix)
+            group = Group(task, prompt, [episode_sample(self.policy) for _ in group_envs])
+            episodes += [(env, sample, prompt, task.response_prefix) for env, sample in zip(group_envs, group.samples)]
             groups.append(group)
         active = episodes
         for turn in range(self.max_turns):
@@ -304,22 +303,25 @@ class EpisodeSampler:
                 break
             completions = next_turns(self.policy, [(prompt, sample) for _, sample, prompt, _ in active], max_new_tokens,
                                      self.temperature, self.top_p, self.greedy, self.turn_tokens)
-            still = []
-            for (env, sample, prompt, prefix), completion in zip(active, completions):
+            actions, cut_turns = [], []
+            for (env, sample, _, prefix), completion in zip(active, completions):
                 turn_ids = add_turn(sample, completion, max_new_tokens)
-                cut_turn = not completion.finished and len(sample.token_ids) < max_new_tokens
-                sample.finished = sample.finished or cut_turn  # only the episode's cap ends it mid-turn
-                result = env.step(prefix + self.policy.decode(turn_ids))
+                cut_turns.append(not completion.finished and len(sample.token_ids) < max_new_tokens)
+                sample.finished = sample.finished or cut_turns[-1]  # only the episode's cap ends it mid-turn
+                actions.append((env, "step", prefix + self.policy.decode(turn_ids)))
+            still = []
+            for episode, cut_turn, result in zip(active, cut_turns, call_all(actions)):
+                _, sample, _, prefix = episode
                 record_step(sample, result)
                 lost = self.max_invalid is not None and invalid_in_a_row(sample) >= self.max_invalid
                 if result.done or not sample.finished or lost or turn == self.max_turns - 1:
                     continue  # over, cut at the token cap, lost (early exit) or out of turns: nothing more to read
                 if add_observation(self.policy, sample, result.observation, after_eos=not cut_turn,
                                    response_prefix=prefix, max_tokens=max_new_tokens):
-                    still.append((env, sample, prompt, prefix))
+                    still.append(episode)
             active = still
         for env, sample, _, _ in episodes:
             set_own_text(self.policy, sample)
-            if hasattr(env, "close"):  # environments holding a browser or a connection
+            if hasattr(env, "close"):  # environments holding a browser, a connection or an actor's slot
                 env.close()
         return groups
