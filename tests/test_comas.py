@@ -219,14 +219,14 @@ def test_two_agents_discuss_train_on_their_own_turns_and_resume(tmp_path):
     from autotelic.checkpoint import latest_checkpoint, load_checkpoint
     from autotelic.train import Trainer, new_run_dir
 
-    options = COMAS + [
-        "discussion.agents=2", "discussion.rounds=2", "train.steps=2", "control.tasks_per_step=2",
-        "generate.group_size=2", "control.max_new_tokens=12", "generate.temperature=1.0",
+    options = [  # the recipe (2 agents, 2 rounds), shrunk; the recipe test leaves it to this one
+        "train.steps=2", "control.tasks_per_step=2", "generate.group_size=2", "control.max_new_tokens=12",
         "curriculum.families=[add, compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
-        "eval.max_new_tokens=8", "eval.every=0", "algorithm.lr=1e-3", "model.lora=true", "model.lora_rank=8",
-        "filter.drop_zero_variance=false", "logging.progress=false", "train.max_minutes=null",
-        "train.checkpoint_every=1", f"logging.runs_dir={tmp_path}", "logging.run_name=comas"]
-    config = load_config(None, options)
+        "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora_rank=8", "filter.drop_zero_variance=false",
+        "logging.progress=false", "train.max_minutes=null", "train.checkpoint_every=1",
+        f"logging.runs_dir={tmp_path}", "logging.run_name=comas"]
+    config = load_config(Path(__file__).parent.parent / "recipes" / "comas.yaml", options)
+    assert config.generate.mode == "discussion" and config.discussion.agents == 2 and config.discussion.rounds == 2
     trainer = Trainer(config, new_run_dir(config))
     assert len(trainer.agents) == 2
     initial = [{k: v.clone() for k, v in agent.trainable_state().items()} for agent in trainer.agents]

@@ -102,7 +102,7 @@ def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):
 
 def test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it(tmp_path):
     config = load_config("recipes/rest-rl-code.yaml", [
-        "train.steps=2", "control.tasks_per_step=2", "generate.group_size=4", "control.max_new_tokens=48",
+        "train.steps=1", "control.tasks_per_step=2", "generate.group_size=4", "control.max_new_tokens=48",
         "eval.per_level=1", "eval.levels=[1]", "eval.every=0", "eval.max_new_tokens=48", "eval.token_budget=96",
         "value.tasks=2", "value.iterations=1", "value.epochs=5", "logging.progress=false", "train.max_minutes=null",
         "model.lora=true", "model.lora_rank=8", f"logging.runs_dir={tmp_path}", "logging.run_name=rest"])
