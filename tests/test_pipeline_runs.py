@@ -17,6 +17,7 @@ from autotelic.types import Task
 
 pytestmark = pytest.mark.slow
 
+RECIPE_DIR = Path(__file__).parent.parent / "recipes"
 SMALL = [
     "train.steps=2", "control.tasks_per_step=3", "generate.group_size=4", "control.max_new_tokens=8",
     "curriculum.families=[compare, add]", "curriculum.levels=[1, 2]", "eval.levels=[1]", "eval.per_level=1",
@@ -30,8 +31,11 @@ def _verifier(row: dict) -> float:
     return get_family(row["family"]).score(task, row["completion"])
 
 
-def _run(tmp_path: Path, name: str, options: list[str], steps: int = 2) -> tuple[dict, list[dict], list[dict]]:
-    config = load_config(None, SMALL + options + [f"logging.runs_dir={tmp_path}", f"logging.run_name={name}"])
+def _run(tmp_path: Path, name: str, options: list[str], steps: int = 2, recipe: str | None = None,
+         ) -> tuple[dict, list[dict], list[dict]]:
+    """A short run of SMALL plus ``options``, on top of ``recipes/<recipe>.yaml`` if given."""
+    recipe_file = RECIPE_DIR / f"{recipe}.yaml" if recipe else None
+    config = load_config(recipe_file, SMALL + options + [f"logging.runs_dir={tmp_path}", f"logging.run_name={name}"])
     run_dir = new_run_dir(config)
     summary = Trainer(config, run_dir).run()
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -90,7 +94,7 @@ def test_reinforce_pp_on_multi_turn_episodes_with_the_environment_return(tmp_pat
         "algorithm.name=reinforce_pp", "generate.mode=episode", "generate.env=guess_number",
         "curriculum.families=[guess_number]", "control.max_turns=3", "control.max_new_tokens=40",
         "eval.max_new_tokens=8", "filter.rewards=[{name: env}]", "filter.drop_zero_variance=false",
-        "generate.temperature=1.0"])
+        "generate.temperature=1.0"], recipe="guess-number")
     assert all(r["turns"] >= 1 and len(r["observations"]) == r["turns"] for r in rollouts)
     assert any(r["turns"] > 1 for r in rollouts)
     for row in steps:
@@ -104,7 +108,7 @@ def test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume(tmp_
         "algorithm.name=spiral", "algorithm.rae_decay=0.5", "generate.mode=selfplay", "generate.env=textarena",
         "curriculum.families=[ta_kuhn_poker]", "curriculum.levels=[1]", "curriculum.name=uniform",
         "filter.rewards=[{name: env}]", "filter.drop_zero_variance=false", "control.tasks_per_step=2",
-        "generate.group_size=2", "control.max_turns=4", "control.max_new_tokens=32", "generate.temperature=1.0"])
+        "generate.group_size=2", "control.max_turns=4", "control.max_new_tokens=32", "generate.temperature=1.0"], recipe="spiral")
     roles = ["ta_kuhn_poker/p0", "ta_kuhn_poker/p1"]
     for step in (1, 2):
         rows = [r for r in rollouts if r["step"] == step]
@@ -131,7 +135,7 @@ def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and
         "curriculum.name=regret", "curriculum.pool_size=8", "curriculum.evolve.every=1", "curriculum.evolve.variants=2",
         "curriculum.evolve.fraction=0.5", "curriculum.evolve.max_new_tokens=24", "algorithm.name=rloo",
         "filter.rewards=[{name: majority_vote}]", "filter.drop_zero_variance=false", "generate.temperature=1.0",
-        "train.checkpoint_every=1"])
+        "train.checkpoint_every=1"], recipe="eva")
     run_dir = tmp_path / "eva"
     events = [json.loads(line) for line in (run_dir / "population.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events] == [1, 2]
@@ -224,10 +228,17 @@ def test_bad_combinations_are_named_before_the_model_loads(tmp_path):
             Trainer(config, tmp_path / "x")
 
 
-# Recipes that a test of their own runs end to end, from the recipe file, with more checks than one step
-RUN_ELSEWHERE = {"rest-rl-code": "test_vm_mcts.py::test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it",
-                 "comas": "test_comas.py::test_two_agents_discuss_train_on_their_own_turns_and_resume"}
-RECIPES = sorted(r for r in (Path(__file__).parent.parent / "recipes").glob("*.yaml") if r.stem not in RUN_ELSEWHERE)
+# Recipes that a test of their own runs end to end from the recipe file, with more checks than one step
+RUN_ELSEWHERE = {
+    "rest-rl-code": "test_vm_mcts.py::test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it",
+    "comas": "test_comas.py::test_two_agents_discuss_train_on_their_own_turns_and_resume",
+    "agent0": "test_propose.py::test_agent0_runs_on_the_real_model_and_resumes_in_phase",
+    "agent0-code": "test_propose.py::test_agent0_code_runs_on_the_real_model_with_executed_labels",
+    "spiral": "test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume",
+    "guess-number": "test_reinforce_pp_on_multi_turn_episodes_with_the_environment_return",
+    "eva": "test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and_resumes",
+}
+RECIPES = sorted(r for r in RECIPE_DIR.glob("*.yaml") if r.stem not in RUN_ELSEWHERE)
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
