@@ -127,3 +127,20 @@ class ActorPool:
     def shutdown(self) -> None:
         for actor in self.actors:
             self._ray.kill(actor)
+
+
+class PoolFront:
+    """What each kind of worker pool (rollout, reward, environment) shows of the ActorPool behind it."""
+
+    pool: ActorPool
+
+    @property
+    def actors(self) -> list[Any]:
+        return self.pool.actors
+
+    @property
+    def restarts(self) -> int:
+        return self.pool.restarts
+
+    def shutdown(self) -> None:
+        self.pool.shutdown()

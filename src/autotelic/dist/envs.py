@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable
 
-from autotelic.dist.actors import ActorPool
+from autotelic.dist.actors import ActorPool, PoolFront
 from autotelic.envs import Environment
 
 REBUILD_ATTEMPTS = 3
@@ -96,7 +96,7 @@ class RemoteEnv:
         self.actor.close.remote(self.key)  # not waited for: a dead actor has nothing left to close
 
 
-class RayEnvPool:
+class RayEnvPool(PoolFront):
     """``make_env`` for episode generators, with the environments in ``workers`` Ray actors."""
 
     def __init__(self, make_env: Callable[[], Environment], workers: int, cpus_per_worker: float = 1.0) -> None:
@@ -106,14 +106,3 @@ class RayEnvPool:
     def __call__(self) -> RemoteEnv:
         key = next(self._keys)
         return RemoteEnv(self.pool, key % len(self.pool.actors), key)
-
-    @property
-    def actors(self) -> list[Any]:
-        return self.pool.actors
-
-    @property
-    def restarts(self) -> int:
-        return self.pool.restarts
-
-    def shutdown(self) -> None:
-        self.pool.shutdown()

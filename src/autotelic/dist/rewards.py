@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from autotelic.dist.actors import ActorPool, split
+from autotelic.dist.actors import ActorPool, PoolFront, split
 from autotelic.rollout.filter import group_rewards
 from autotelic.types import Group
 
@@ -26,16 +26,12 @@ class _RewardActor:
         return [group_rewards(self.scorer, group) for group in groups]
 
 
-class RayRewardPool:
+class RayRewardPool(PoolFront):
     __name__ = "reward workers"  # how score_groups names this scorer in its warnings
 
     def __init__(self, build: Callable[[int], Any], workers: int, cpus_per_worker: float = 1.0,
                  gpus_per_worker: float = 0.0) -> None:
         self.pool = ActorPool(_RewardActor, build, workers, cpus_per_worker, gpus_per_worker)
-
-    @property
-    def restarts(self) -> int:
-        return self.pool.restarts
 
     def __call__(self, group: Group) -> list[float]:
         """One group, as any Scorer (tree search scores its leaves one task at a time)."""
@@ -47,6 +43,3 @@ class RayRewardPool:
     def score_all(self, groups: list[Group]) -> list[list[float] | str]:
         shares = [([groups[j] for j in share],) for share in split(len(groups), len(self.pool.actors))]
         return [result for results in self.pool.map("score", shares) for result in results]
-
-    def shutdown(self) -> None:
-        self.pool.shutdown()

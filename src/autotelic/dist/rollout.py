@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from autotelic.dist.actors import ActorPool, split
+from autotelic.dist.actors import ActorPool, PoolFront, split
 from autotelic.types import Group, Task
 
 
@@ -51,21 +51,13 @@ def _shareable(state: dict[str, torch.Tensor]) -> dict[str, Any]:
             for name, tensor in state.items()}
 
 
-class RayRolloutPool:
+class RayRolloutPool(PoolFront):
     def __init__(self, build: Callable[[int], tuple[Any, Any]], workers: int, cpus_per_worker: float = 1.0,
                  gpus_per_worker: float = 0.0) -> None:
         # (weights in the object store, policy version): the newest published, and what the actors hold
         self._published: tuple[Any, int] | None = None
         self._loaded: tuple[Any, int] | None = None
         self.pool = ActorPool(_RolloutActor, build, workers, cpus_per_worker, gpus_per_worker, self._catch_up)
-
-    @property
-    def actors(self) -> list[Any]:
-        return self.pool.actors
-
-    @property
-    def restarts(self) -> int:
-        return self.pool.restarts
 
     def publish(self, policy: Any) -> None:
         """Make the policy's current weights the ones the actors generate with next (once per version).
@@ -90,6 +82,3 @@ class RayRolloutPool:
         shares = [([tasks[j] for j in share], [sizes[j] for j in share], max_new_tokens)
                   for share in split(len(tasks), len(self.actors))]
         return [group for groups in self.pool.map("generate", shares) for group in groups]
-
-    def shutdown(self) -> None:
-        self.pool.shutdown()
