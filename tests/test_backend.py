@@ -134,7 +134,7 @@ def test_a_random_shape_has_its_architectures_size_and_an_unknown_one_is_named()
     from autotelic.backends.embedded import ModelFileError, random_model
     from autotelic.backends.hf import resolve_model_dir
 
-    model = random_model("qwen2-0.5b", device="meta")
+    model, _ = random_model("qwen2-0.5b", device="meta")
     body = sum(p.numel() for name, p in model.named_parameters() if "embed_tokens" not in name)
     assert body == 24 * (2 * 896 * 896 + 2 * 896 * 128 + 896 + 2 * 128 + 3 * 896 * 4864 + 2 * 896) + 896
     assert model.config.vocab_size == model.get_input_embeddings().num_embeddings == 49152  # the embedded tokenizer's

