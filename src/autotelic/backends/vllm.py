@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -150,6 +152,18 @@ def completions_from_outputs(outputs: Sequence[Any], sizes: Sequence[int],
     return groups
 
 
+def _flask_context() -> AbstractContextManager[Any]:
+    """Where Flask is loaded (the web environments' sites), a request context for the engine's start: vLLM's CPU
+    platform scans every loaded module with ``hasattr(value, "__dict__")``, and Flask's context proxies (request,
+    current_app, g) raise RuntimeError outside a context instead of AttributeError. The context is this thread's
+    only; the sites' server threads never see it."""
+    if "flask" not in sys.modules:
+        return nullcontext()
+    from flask import Flask
+
+    return Flask("autotelic-vllm-start").test_request_context()
+
+
 class VLLMPolicy:
     """Generation on a vLLM engine; everything else is the wrapped HFPolicy's (``PolicyBackend``)."""
 
@@ -162,12 +176,14 @@ class VLLMPolicy:
 
         self.policy, self.settings = policy, settings
         self.eos_ids = frozenset(policy.eos_ids.tolist())
-        self.llm = LLM(
-            model=str(policy.model_dir), dtype=engine_dtype(settings, platform), seed=policy.generator.initial_seed(),
-            gpu_memory_utilization=settings.gpu_memory_utilization, tensor_parallel_size=settings.tensor_parallel_size,
-            enforce_eager=settings.enforce_eager, max_model_len=settings.max_model_len,
-            enable_sleep_mode=settings.sleep, logprobs_mode="processed_logprobs",
-        )
+        with _flask_context():
+            self.llm = LLM(
+                model=str(policy.model_dir), dtype=engine_dtype(settings, platform),
+                seed=policy.generator.initial_seed(), gpu_memory_utilization=settings.gpu_memory_utilization,
+                tensor_parallel_size=settings.tensor_parallel_size, enforce_eager=settings.enforce_eager,
+                max_model_len=settings.max_model_len, enable_sleep_mode=settings.sleep,
+                logprobs_mode="processed_logprobs",
+            )
         # The engine read the model's files, which the HFPolicy's weights may already have left behind (a resumed
         # run's adapters, any change made before this point): the first generate loads them whatever the version.
         self._synced_version: int | None = None
