@@ -411,7 +411,7 @@ class VLLMConfig:
     cpu_kv_cache_gib: int = 1
     """KV cache of vLLM's CPU build, in GiB (its own default takes most of the machine's memory)."""
     enforce_eager: bool = False
-    """Skip CUDA-graph capture: the engine starts faster and decodes slower."""
+    """Skip CUDA-graph capture (on a GPU) and torch.compile: the engine starts faster and decodes slower."""
     max_model_len: int | None = None
     """Longest prompt plus completion, in tokens; None: the model's own limit (a smaller one leaves more KV cache)."""
     sleep: bool = False
