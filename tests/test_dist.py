@@ -267,3 +267,21 @@ def test_env_workers_hold_the_training_episodes_sandboxes(cluster, tmp_path):
     episodes = [[(s.token_ids, s.info["return"], s.info["observations"]) for s in g.samples] for g in remote]
     assert episodes == [[(s.token_ids, s.info["return"], s.info["observations"]) for s in g.samples] for g in local]
     envs.shutdown()
+
+
+@pytest.mark.slow
+def test_env_actors_of_a_rollout_worker_are_replaced_and_counted(cluster):
+    """With rollout workers, each holds its own environment actors: one killed between steps is replaced inside
+    its worker, the next episodes run, and the pool reports the replacement for dist/env_worker_restarts."""
+    config = load_config(None, CONFIG + ["generate.mode=episode", "generate.env=guess_number", "dist.env_workers=1",
+                                         "control.max_turns=2"])
+    pool = RayRolloutPool(partial(build_rollout_worker, config), workers=1)
+    tasks = [Task("Guess my number between 1 and 100.", str(secret), "guess_number", 1, f"g{secret}")
+             for secret in (37, 80)]
+    assert len(pool.generate(tasks, 2, 8)) == 2 and pool.env_restarts() == 0
+    env_actor = ray.get(pool.actors[0].__ray_call__.remote(lambda worker: worker.generator.make_env.actors[0]))
+    ray.kill(env_actor)  # the environment process dies, as a crashed browser's would
+    groups = pool.generate(tasks, 2, 8)
+    assert all(s.info["turns"] >= 1 for g in groups for s in g.samples)
+    assert pool.env_restarts() == 1 and pool.restarts == 0  # the rollout worker itself lived
+    pool.shutdown()

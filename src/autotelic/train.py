@@ -720,6 +720,8 @@ class Trainer:
         for name, part in self._worker_pools().items():
             if hasattr(part, "restarts"):  # Ray actors replaced after dying, so far
                 metrics[f"dist/{name}"] = float(part.restarts)
+        if hasattr(self.pipeline.generator, "env_restarts") and self.config.dist.env_workers:
+            metrics["dist/env_worker_restarts"] = float(self.pipeline.generator.env_restarts())  # in rollout workers
         pending = getattr(self.pipeline.generator, "pending", None)
         if pending is not None:  # partial rollouts still paused mid-generation
             metrics["generate/pending_groups"] = float(len(pending))

@@ -43,6 +43,10 @@ class _RolloutActor:
     def generate(self, tasks: list[Task], sizes: list[int], max_new_tokens: int) -> list[Group]:
         return self.generator.generate(tasks, sizes, max_new_tokens)
 
+    def env_restarts(self) -> int:
+        """Replacements of this worker's own environment actors (``dist.env_workers``), so far."""
+        return getattr(getattr(self.generator, "make_env", None), "restarts", 0)
+
 
 def _shareable(state: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Tensors as numpy arrays where numpy has the dtype: Ray stores those without pickling and actors read
@@ -73,6 +77,12 @@ class RayRolloutPool(PoolFront):
             import ray
 
             ray.get(actor.load.remote(*self._loaded))
+
+    def env_restarts(self) -> int:
+        """Environment actors replaced inside the live rollout workers (a replaced worker's count goes with it)."""
+        import ray
+
+        return sum(ray.get([actor.env_restarts.remote() for actor in self.actors]))
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         if self._published is not None and self._published is not self._loaded:
