@@ -12,6 +12,7 @@ import torch
 from autotelic.algorithms import get_algorithm
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import RunConfig, load_config
+from autotelic.dist.actors import ClusterTooSmallError
 from autotelic.dist.fsdp import FSDPTrainGroup, TrainWorkerError, _shares
 from autotelic.types import Group, Sample, Task
 from autotelic.update import dpo_update, policy_gradient_update, rollout_pairs
@@ -184,11 +185,18 @@ def test_fsdp_settings_that_cannot_work_are_named():
     for options, algorithm, message in [
         ([], "spiral", "cannot train algorithm.name=spiral"),
         (["dist.train_workers=0"], "grpo", "train_workers must be at least 1"),
-        (["dist.gpus_per_worker=1"], "grpo", "gpus_per_worker=1.0: train workers run HFPolicy"),
+        (["dist.gpus_per_worker=0.5"], "grpo", "gpus_per_worker=0.5: a train rank needs whole GPUs"),
     ]:
         config = load_config(None, ["dist.train_workers=2", *options])
         with pytest.raises(ValueError, match=message):  # before any actor starts
             FSDPTrainGroup(config.model, config.algorithm, get_algorithm(algorithm), config.dist, seed=0)
+
+
+def test_gpu_ranks_on_a_cluster_without_gpus_are_named_before_ray_waits(cluster):
+    """dist.gpus_per_worker=1 gives each rank a whole GPU (NCCL); on this CPU cluster no node has one."""
+    config = load_config(None, ["dist.train_workers=2", "dist.gpus_per_worker=1"])
+    with pytest.raises(ClusterTooSmallError, match="each train worker asks Ray for 1 GPU, but no node"):
+        FSDPTrainGroup(config.model, config.algorithm, get_algorithm("grpo"), config.dist, seed=0)
 
 
 @pytest.mark.slow

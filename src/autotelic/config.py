@@ -430,7 +430,8 @@ class DistConfig:
     cpus_per_worker: float = 1.0
     """CPUs Ray reserves per rollout worker (set model.threads to match)."""
     gpus_per_worker: float = 0.0
-    """GPUs Ray reserves per rollout or train worker (fractions let workers share one GPU)."""
+    """GPUs Ray reserves per rollout or train worker (fractions let rollout workers share one GPU; a train rank
+    needs a whole one)."""
     async_steps: int = 0
     """Asynchronous rollouts: generation runs ahead of training by at most this many policy versions (the
     loss corrects the off-policy tokens, see algorithm.off_policy); 0 keeps rollouts synchronous."""

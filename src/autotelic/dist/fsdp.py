@@ -1,12 +1,13 @@
 """Training across Ray actors with torch FSDP2 (``dist.train_workers``), behind update.py's own calls.
 
-Each actor is a rank: it builds the same HFPolicy (same seed, same weights), joins a gloo process group and shards
-the model with ``fully_shard`` (every decoder layer, then a root around the whole model), so that each rank holds a
-shard of the trainable weights and of the optimizer state (LoRA's frozen base model stays whole on every rank).
-``update`` splits a batch into contiguous, near-equal shares of whole groups; every rank runs update.py's loss on its
-share with the whole batch's normalizer, and gradients are summed over ranks (FSDP would average them): the step
-equals the in-process one. Advantages are per group, so splitting whole groups is exact; RAE
-(``algorithm.name=spiral``) keeps role baselines across groups and is refused.
+Each actor is a rank: it builds the same HFPolicy (same seed, same weights), joins a process group (gloo on CPU,
+NCCL when ``dist.gpus_per_worker`` gives each rank a GPU) and shards the model with ``fully_shard`` (every decoder
+layer, then a root around the whole model), so that each rank holds a shard of the trainable weights and of the
+optimizer state (LoRA's frozen base model stays whole on every rank). ``update`` splits a batch into contiguous,
+near-equal shares of whole groups; every rank runs update.py's loss on its share with the whole batch's normalizer,
+and gradients are summed over ranks (FSDP would average them): the step equals the in-process one. Advantages are
+per group, so splitting whole groups is exact; RAE (``algorithm.name=spiral``) keeps role baselines across groups
+and is refused.
 
 Gradients are reduced once per optimizer step, not after every backward: shares differ in their number of
 micro-batches (a rank gets none when the batch has fewer groups than ranks), and HFPolicy's prefix-sharing forward
@@ -17,8 +18,8 @@ state and reduced gradients stay sharded, parameters and local gradients are who
 
 A training rank that dies cannot be replaced mid-step (its peers wait on its shards in their collectives): the
 group stops, names the rank, and the run resumes from its last checkpoint (``autotelic resume``). A non-finite loss
-on one rank skips the step on every rank, as the in-process FloatingPointError does. Ranks train on CPU: GPU ranks
-(NCCL) need HFPolicy to place its model and inputs on a device first.
+on one rank skips the step on every rank, as the in-process FloatingPointError does. GPU ranks (a whole GPU each:
+NCCL cannot put two ranks on one device) are written to the same code path but have not run on a GPU yet.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class _ShardedPolicy(torch.nn.Module):
     def agree(self, failed: bool) -> None:
         """Every rank tells whether its loss was finite. If one's was not, every rank drops the step's gradients
         (none reduced yet) and raises; the next update gathers the parameters again."""
-        failed_rank = torch.tensor([dist.get_rank() + 1 if failed else 0])
+        failed_rank = torch.tensor([dist.get_rank() + 1 if failed else 0], device=self.policy.device)  # NCCL: GPU
         dist.all_reduce(failed_rank, op=dist.ReduceOp.MAX)
         self.accumulating = False
         if failed_rank.item():
@@ -147,7 +148,11 @@ class _TrainRank:
             return ray.util.get_node_ip_address(), probe.getsockname()[1]
 
     def join(self, host: str, port: int, rank: int, world: int) -> None:
-        dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=rank, world_size=world)
+        on_gpu = self.policy.device.type == "cuda"
+        if on_gpu:  # the GPU Ray gave this actor (CUDA_VISIBLE_DEVICES): FSDP's default mesh takes the current one
+            torch.cuda.set_device(self.policy.device)
+        dist.init_process_group("nccl" if on_gpu else "gloo", init_method=f"tcp://{host}:{port}", rank=rank,
+                                world_size=world)
         # frozen weights (LoRA's base model) stay whole on every rank: sharding them would all-gather the whole
         # model every step to train a few MB of adapters
         frozen = {p for p in self.policy.model.parameters() if not p.requires_grad}
@@ -258,18 +263,20 @@ class FSDPTrainGroup:
         if spec.advantage == "rae":
             raise ValueError(f"dist.train_workers cannot train algorithm.name={spec.name}: RAE's role baselines span "
                              "every group of the batch, which the ranks split; use dist.train_workers=0")
-        if settings.gpus_per_worker > 0:
-            raise ValueError(f"dist.gpus_per_worker={settings.gpus_per_worker}: train workers run HFPolicy, which "
-                             "trains on CPU (gloo); GPU ranks need it to place its model and inputs on a device")
+        gpus = settings.gpus_per_worker
+        if gpus and gpus != int(gpus):
+            raise ValueError(f"dist.gpus_per_worker={gpus}: a train rank needs whole GPUs (NCCL cannot put two ranks "
+                             "on one device); use 1, or train_workers=0 to train on the driver")
         import ray
 
         connect(settings)
         self._ray = ray
         self.algo, self.spec, self.version = algo, spec, 0
         self._stopped: str | None = None
-        check_room(_TrainRank.role, workers, settings.cpus_per_worker, 0.0)
-        remote = ray.remote(num_cpus=settings.cpus_per_worker)(_TrainRank)
-        model = replace(model, threads=actor_threads(model.threads, settings.cpus_per_worker))
+        check_room(_TrainRank.role, workers, settings.cpus_per_worker, gpus)
+        remote = ray.remote(num_cpus=settings.cpus_per_worker, num_gpus=gpus)(_TrainRank)
+        model = replace(model, threads=actor_threads(model.threads, settings.cpus_per_worker),
+                        device="cuda" if gpus else "cpu")
         self.actors = [remote.remote(model, algo, spec, seed) for _ in range(workers)]
         (host, port), = self._run([self.actors[0].endpoint.remote()])
         self._run([actor.join.remote(host, port, rank, workers) for rank, actor in enumerate(self.actors)])
