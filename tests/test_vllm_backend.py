@@ -7,6 +7,7 @@ import copy
 import importlib.util
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import torch
@@ -246,3 +247,29 @@ def test_a_training_run_samples_on_the_engine_and_trains_on_its_logprobs(engine,
     rollouts = [json.loads(line) for line in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()]
     assert {r["policy_version"] for r in rollouts} == {0, 1}  # step 2 sampled the weights step 1 trained
     assert trainer.generation._synced_version == 1
+
+
+@pytest.mark.slow
+def test_adapter_sync_serves_each_versions_lora_over_the_base_weights(lora_policy):
+    """vllm.weight_sync=adapter: the engine keeps its base weights and takes each version's LoRA adapter (one at a
+    time: the previous is dropped with its files); its greedy tokens are the transformers policy's at each version."""
+    config = load_config(None, ["vllm.enabled=true", "vllm.max_model_len=512", "vllm.enforce_eager=true",
+                                "vllm.weight_sync=adapter", "model.lora=true"])
+    engine = build_vllm_generation_policy(config, lora_policy)
+    prompts = _prompts(lora_policy)
+    seen = []
+    for seed in (2, 3):
+        with torch.no_grad():
+            for name, parameter in lora_policy.model.named_parameters():
+                if "lora_B" in name:
+                    parameter.normal_(std=0.05, generator=torch.Generator().manual_seed(seed))
+        lora_policy.version += 1
+        ours = [g[0].token_ids for g in engine.generate(prompts, 1, 16, greedy=True)]
+        assert ours == [g[0].token_ids for g in lora_policy.generate(prompts, 1, 16, greedy=True)]
+        seen.append(ours)
+        assert engine.llm.llm_engine.list_loras() == {engine._adapter.lora_int_id}
+        assert [p.name for p in Path(engine._adapters.name).iterdir()] == [Path(engine._adapter.lora_path).name]
+    assert seen[0] != seen[1]
+    problems = vllm_problems(load_config(None, ["vllm.enabled=true", "vllm.weight_sync=adapter"]))
+    assert problems == ["vllm.weight_sync=adapter hands the engine the LoRA adapter, and model.lora is false: set "
+                        "model.lora=true or vllm.weight_sync=merged"]

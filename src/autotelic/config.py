@@ -414,6 +414,10 @@ class VLLMConfig:
     """Skip CUDA-graph capture (on a GPU) and torch.compile: the engine starts faster and decodes slower."""
     max_model_len: int | None = None
     """Longest prompt plus completion, in tokens; None: the model's own limit (a smaller one leaves more KV cache)."""
+    weight_sync: Literal["merged", "adapter"] = "merged"
+    """How the engine takes each policy version: merged, the trainer's weights (LoRA merged in) reloaded in place;
+    adapter (model.lora only), the base weights stay and the engine serves the LoRA adapter, written and loaded
+    each version (megabytes instead of the whole model; vLLM's LoRA kernels decode a little slower)."""
     sleep: bool = False
     """Colocation: the engine sleeps while the trainer updates (weights offloaded to CPU, KV cache freed) and wakes
     before the next rollouts."""

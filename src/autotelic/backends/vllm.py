@@ -2,8 +2,10 @@
 
 ``VLLMPolicy`` wraps the trainer's ``HFPolicy``: tokenization, decoding, log-probs for the loss, optimizer steps
 and the version counter stay the HFPolicy's own; only ``generate`` runs on vLLM. Before generating, the engine
-takes the HFPolicy's current weights if its version moved since the last sync (LoRA adapters merged into the base
-weights on the fly, ``merged_weights``), so every sample comes from the weights its ``policy_version`` names.
+takes the HFPolicy's current weights if its version moved since the last sync, so every sample comes from the
+weights its ``policy_version`` names: either the whole model reloaded in place, LoRA adapters merged into the base
+weights on the fly (``merged_weights``, ``vllm.weight_sync=merged``), or, with ``vllm.weight_sync=adapter``, only
+the LoRA adapter, which the engine serves over its unchanged base weights.
 
 What ``generate`` keeps from ``HFPolicy.generate``:
 - log-probs of the tempered distribution (vLLM's ``processed_logprobs``: after temperature, and after top-p, where
@@ -27,9 +29,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -89,6 +94,9 @@ def vllm_problems(config: RunConfig) -> list[str]:
         problems.append(f"vllm.gpu_memory_utilization must be in (0, 1], got {settings.gpu_memory_utilization}")
     if settings.tensor_parallel_size < 1:
         problems.append(f"vllm.tensor_parallel_size must be at least 1, got {settings.tensor_parallel_size}")
+    if settings.weight_sync == "adapter" and not config.model.lora:
+        problems.append("vllm.weight_sync=adapter hands the engine the LoRA adapter, and model.lora is false: set "
+                        "model.lora=true or vllm.weight_sync=merged")
     if settings.cpu_kv_cache_gib < 1:
         problems.append(f"vllm.cpu_kv_cache_gib must be at least 1, got {settings.cpu_kv_cache_gib}")
     return problems
@@ -176,13 +184,19 @@ class VLLMPolicy:
 
         self.policy, self.settings = policy, settings
         self.eos_ids = frozenset(policy.eos_ids.tolist())
+        serve_adapter = settings.weight_sync == "adapter"
+        lora = {"enable_lora": True, "max_lora_rank": policy.config.lora_rank, "max_loras": 1} if serve_adapter else {}
+        # adapter sync: each policy version's adapter is written here and handed to the engine by path
+        self._adapters = tempfile.TemporaryDirectory(prefix="autotelic-adapters-") if serve_adapter else None
+        self._adapter: Any = None  # the LoRARequest the engine serves now
+        self._adapters_loaded = 0
         with _flask_context():
             self.llm = LLM(
                 model=str(policy.model_dir), dtype=engine_dtype(settings, platform),
                 seed=policy.generator.initial_seed(), gpu_memory_utilization=settings.gpu_memory_utilization,
                 tensor_parallel_size=settings.tensor_parallel_size, enforce_eager=settings.enforce_eager,
                 max_model_len=settings.max_model_len, enable_sleep_mode=settings.sleep,
-                logprobs_mode="processed_logprobs",
+                logprobs_mode="processed_logprobs", **lora,
             )
         # The engine read the model's files, which the HFPolicy's weights may already have left behind (a resumed
         # run's adapters, any change made before this point): the first generate loads them whatever the version.
@@ -201,13 +215,22 @@ class VLLMPolicy:
         self._wake_and_sync()
         params = [SamplingParams(**sampling_kwargs(size, max_new_tokens, temperature, top_p, greedy, stop_token_ids,
                                                    self.eos_ids)) for size in sizes]
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
+                                    lora_request=self._adapter, use_tqdm=False)
         return completions_from_outputs(outputs, sizes, self.eos_ids)
 
     def sync(self) -> bool:
         """Load the HFPolicy's weights into the engine unless it holds that version already; True if it loaded."""
         if self.policy.version == self._synced_version:
             return False
+        if self._adapters is not None:
+            self._load_adapter(Path(self._adapters.name))
+        else:
+            self._load_merged_weights()
+        self._synced_version = self.policy.version
+        return True
+
+    def _load_merged_weights(self) -> None:
         weights = merged_weights(self.policy)
         if self.settings.tensor_parallel_size > 1:  # pickled to vLLM's worker processes: CPU tensors travel anywhere
             weights = {name: tensor.cpu() for name, tensor in weights.items()}
@@ -216,8 +239,21 @@ class VLLMPolicy:
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(weights.items()),
                                                           "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
-        self._synced_version = self.policy.version
-        return True
+
+    def _load_adapter(self, directory: Path) -> None:
+        """The base weights stay; the engine takes this version's LoRA adapter (peft's files: megabytes) under a new
+        id and drops the previous one. Prefix-cache entries are per adapter, so none is stale."""
+        from vllm.lora.request import LoRARequest
+
+        self._adapters_loaded += 1  # vLLM caches adapters by id: a new one for every load, even of a seen version
+        path = directory / f"adapter-{self._adapters_loaded}"
+        self.policy.model.save_pretrained(path)
+        previous, self._adapter = self._adapter, LoRARequest(f"policy-v{self.policy.version}",
+                                                             self._adapters_loaded, str(path))
+        self.llm.llm_engine.add_lora(self._adapter)
+        if previous is not None:
+            self.llm.llm_engine.remove_lora(previous.lora_int_id)
+            shutil.rmtree(previous.lora_path, ignore_errors=True)
 
     def sleep(self) -> None:
         """Free the GPU for the trainer's update (``vllm.sleep``; a no-op without it). The next ``generate`` wakes
