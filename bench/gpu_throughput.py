@@ -3,7 +3,7 @@
 On one CUDA machine, each part against a peer measured in the same run:
 (a) rollout tokens/s of ``VLLMPolicy.generate`` against ``LLM.generate`` on the same engine, prompts and sampling
     parameters: what autotelic's layer (the weight-version check, building Completions) costs; target >= 0.9.
-    Also the seconds one weight sync takes (HFPolicy -> engine, after part b's updates), and, for reference,
+    Also the seconds one weight sync takes (HFPolicy -> engine, the whole model in place), and, for reference,
     the tokens/s of the transformers sampler (``HFPolicy.generate``, what ``vllm.enabled=false`` uses);
 (b) training tokens/s and MFU of the HFPolicy update (update.py's GRPO step: prefix-shared forward, backward,
     fused AdamW) on the GPU in bf16 autocast, on part a's rollouts. MFU = 6 * (decoder params * tokens + LM-head
@@ -194,6 +194,10 @@ def main() -> None:
             tokens = sum(len(c.token_ids) for g in policy.generate(prompts, args.group, args.new_tokens) for c in g)
             print(f"rollout  transformers HFPolicy.generate {tokens / (time.perf_counter() - started):10.0f} tok/s "
                   f"(vllm.enabled=false, for reference)")
+            policy.version += 1  # as after an update: the engine takes the whole model again
+            started = time.perf_counter()
+            generation.sync()
+            print(f"weight sync {time.perf_counter() - started:.2f} s (HFPolicy -> engine, the whole model)")
             if "b" in parts:
                 tokens_per_s, flops_per_s = training_throughput(policy, prompts, completions, args.new_tokens,
                                                                 args.micro_batch_tokens, args.train_steps)
@@ -202,9 +206,6 @@ def main() -> None:
                 print(f"training {tokens_per_s:10.0f} tok/s   {flops_per_s / 1e12:7.1f} TFLOP/s   MFU "
                       + (f"{mfu:.1%} of {peak / 1e12:.0f} TFLOP/s dense bf16" if mfu is not None
                          else f"n/a (no peak known for {device})"))
-                started = time.perf_counter()
-                generation.sync()  # the updates moved the version: the engine takes the new weights
-                print(f"weight sync {time.perf_counter() - started:.2f} s (HFPolicy on GPU -> engine)")
         if "c" in parts:
             runs_dir = Path(scratch) / "runs"
             runs_dir.mkdir()
