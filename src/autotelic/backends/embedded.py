@@ -24,6 +24,10 @@ RANDOM_SHAPES = {
     "qwen2-0.5b": ("Qwen2Config", {"hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
                                    "num_key_value_heads": 2, "intermediate_size": 4864, "tie_word_embeddings": True,
                                    "max_position_embeddings": 4096}),
+    # seconds to build and load: for smoke tests of sharded paths (two KV heads split over two ranks)
+    "qwen2-tiny": ("Qwen2Config", {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                   "num_key_value_heads": 2, "intermediate_size": 512, "tie_word_embeddings": True,
+                                   "max_position_embeddings": 4096}),
 }
 
 

@@ -160,6 +160,17 @@ def completions_from_outputs(outputs: Sequence[Any], sizes: Sequence[int],
     return groups
 
 
+def cpu_thread_binding(ranks: int) -> str:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for ``ranks`` tensor-parallel ranks of vLLM's CPU build: the cores this process
+    may use, in as many contiguous, near-equal sets (e.g. "0,1|2,3")."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < ranks:
+        raise BackendError(f"vllm.tensor_parallel_size={ranks} on the CPU needs a core per rank; this process may "
+                           f"use {len(cores)}")
+    sets = [cores[i * len(cores) // ranks:(i + 1) * len(cores) // ranks] for i in range(ranks)]
+    return "|".join(",".join(map(str, cores_of_rank)) for cores_of_rank in sets)
+
+
 def _flask_context() -> AbstractContextManager[Any]:
     """Where Flask is loaded (the web environments' sites), a request context for the engine's start: vLLM's CPU
     platform scans every loaded module with ``hasattr(value, "__dict__")``, and Flask's context proxies (request,
@@ -180,6 +191,8 @@ class VLLMPolicy:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: weights pass by reference
         if platform == "cpu":  # unset, vLLM's CPU build takes most of the machine's memory for its KV cache
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(settings.cpu_kv_cache_gib)
+            if settings.tensor_parallel_size > 1:  # its automatic binding wants a NUMA node per rank
+                os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_thread_binding(settings.tensor_parallel_size))
         from vllm import LLM
 
         self.policy, self.settings = policy, settings
