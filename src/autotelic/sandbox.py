@@ -314,14 +314,17 @@ def _remove(path: str) -> None:
 def _supervise(proc: subprocess.Popen, limits: SandboxLimits, start: float) -> ExecutionResult:
     try:
         out, err, overflow, timed_out = _collect(proc, limits.output_bytes, start + limits.wall_seconds)
+        if overflow or timed_out:  # killed before its pipes close: a program still writing would die of EPIPE first
+            _kill(proc.pid)
     except BaseException:  # e.g. KeyboardInterrupt in the caller: take the program down with us
         _kill(proc.pid)
         proc.wait()
         raise
-    if overflow or timed_out:
-        _kill(proc.pid)
-    else:  # leftovers of the program's process group (rlimits mode; the namespace modes kill them anyway)
-        _killpg(proc.pid)
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    if not (overflow or timed_out):  # leftovers of the program's process group (rlimits mode; the namespace
+        _killpg(proc.pid)  # modes kill them anyway)
     code = proc.wait()
     if code > 128:  # the bootstrap's init (and bwrap) report a death by signal n as 128+n
         code = 128 - code
@@ -380,8 +383,6 @@ def _collect(proc: subprocess.Popen, cap: int, deadline: float) -> tuple[bytes, 
         sel.close()
         if pidfd is not None:
             os.close(pidfd)
-        proc.stdout.close()
-        proc.stderr.close()
     return bytes(bufs[out_fd]), bytes(bufs[err_fd]), overflow, timed_out
 
 
