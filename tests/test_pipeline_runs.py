@@ -261,5 +261,7 @@ def test_every_recipe_runs_a_step(recipe, tmp_path):
             return
         # ...and on vLLM's CPU build, the same recipe with its GPU-only settings turned off
         config.model.device, config.vllm.sleep, config.vllm.enforce_eager = "cpu", False, True
+        if config.model.path and config.model.path.startswith("random:"):  # a size for GPU throughput: its settings
+            config.model.path = "random:qwen2-tiny"  # run here on the tiny shape (test_backend checks the size's body)
     summary = Trainer(config, new_run_dir(config)).run()
     assert summary["steps"] == 1 and (tmp_path / "r" / "report.html").is_file()

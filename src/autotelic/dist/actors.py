@@ -25,6 +25,10 @@ class ClusterTooSmallError(ConfigError):
     pass
 
 
+class ClusterUnreachableError(ConfigError):
+    pass
+
+
 def connect(dist: DistConfig) -> None:
     """Start a local Ray instance sized for the run's workers, or join ``dist.address``; once per process."""
     import ray
@@ -32,11 +36,30 @@ def connect(dist: DistConfig) -> None:
     if ray.is_initialized():
         return
     if dist.address is not None:
-        ray.init(address=dist.address, include_dashboard=False, log_to_driver=False)
+        try:
+            ray.init(address=dist.address, include_dashboard=False, log_to_driver=False)
+        except ConnectionError as error:
+            raise ClusterUnreachableError(_unreachable(dist.address, error)) from error
         return
     env_workers = dist.env_workers * max(1, dist.rollout_workers)  # each rollout worker has its own
     workers = dist.rollout_workers + dist.reward_workers + dist.train_workers + env_workers
     ray.init(num_cpus=max(1, round(workers * dist.cpus_per_worker)), include_dashboard=False, log_to_driver=False)
+
+
+def _unreachable(address: str, error: BaseException) -> str:
+    """Why ``ray.init(address=...)`` failed, as the one line a user needs: Ray's own error names neither cause."""
+    causes: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in causes:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if any(type(c).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(c) for c in causes):
+        return (f"dist.address={address}: the Ray cluster there asks for its token (Ray's token authentication, on "
+                "by default for clusters since Ray 2.59): run this driver, as every `ray start`, with "
+                "RAY_AUTH_MODE=token and the head's token (`ray get-auth-token` there) in RAY_AUTH_TOKEN or "
+                "~/.ray/auth_token")
+    return (f"dist.address={address}: no Ray cluster answered there ({error}): start one with `ray start --head`, "
+            "or leave dist.address unset for a local Ray instance")
 
 
 def actor_threads(model_threads: int | None, cpus_per_worker: float) -> int:
