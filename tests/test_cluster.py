@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from autotelic.dist.actors import ClusterUnreachableError, check_address
+
 RECIPE = Path(__file__).parent.parent / "recipes" / "default.yaml"
 
 
@@ -108,3 +110,15 @@ def test_the_default_recipe_learns_on_a_two_node_cluster_as_in_process(two_node_
     # the same learning within noise, on the fixed held-out set (the training reward follows each run's own mix)
     after = [summary["eval_after"]["accuracy"] for summary, _ in results.values()]
     assert abs(after[0] - after[1]) <= 0.3, after
+
+
+def test_an_address_where_no_cluster_listens_is_named_at_once():
+    """Ray retries such an address for minutes; the driver stops at once, naming it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free once the probe closes: nothing listens there
+    started = time.monotonic()
+    with pytest.raises(ClusterUnreachableError, match=f"dist.address=127.0.0.1:{port}: no Ray cluster answers there"):
+        check_address(f"127.0.0.1:{port}")
+    assert time.monotonic() - started < 5
+    check_address("auto")  # Ray's to resolve: no probe

@@ -14,6 +14,7 @@ run again on a fresh actor, which ``on_replace`` first brings up to date (e.g. l
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Any, Callable
 
 from autotelic.config import ConfigError, DistConfig
@@ -36,6 +37,7 @@ def connect(dist: DistConfig) -> None:
     if ray.is_initialized():
         return
     if dist.address is not None:
+        check_address(dist.address)
         try:
             ray.init(address=dist.address, include_dashboard=False, log_to_driver=False)
         except ConnectionError as error:
@@ -46,8 +48,22 @@ def connect(dist: DistConfig) -> None:
     ray.init(num_cpus=max(1, round(workers * dist.cpus_per_worker)), include_dashboard=False, log_to_driver=False)
 
 
+def check_address(address: str) -> None:
+    """A cluster address (``host:port`` of the head's GCS) where nothing listens stops here at once: Ray itself
+    retries such an address for minutes before it gives up. "auto" and ``ray://`` addresses are Ray's to resolve."""
+    host, _, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as error:
+        raise ClusterUnreachableError(
+            f"dist.address={address}: no Ray cluster answers there ({error.strerror or error}): start one with "
+            "`ray start --head` on that machine, or leave dist.address unset for a local Ray instance") from error
+
+
 def _unreachable(address: str, error: BaseException) -> str:
-    """Why ``ray.init(address=...)`` failed, as the one line a user needs: Ray's own error names neither cause."""
+    """Why ``ray.init(address=...)`` failed, in the one line a user needs (Ray's own error hides a missing token)."""
     causes: list[BaseException] = []
     cause: BaseException | None = error
     while cause is not None and cause not in causes:
@@ -58,8 +74,7 @@ def _unreachable(address: str, error: BaseException) -> str:
                 "by default for clusters since Ray 2.59): run this driver, as every `ray start`, with "
                 "RAY_AUTH_MODE=token and the head's token (`ray get-auth-token` there) in RAY_AUTH_TOKEN or "
                 "~/.ray/auth_token")
-    return (f"dist.address={address}: no Ray cluster answered there ({error}): start one with `ray start --head`, "
-            "or leave dist.address unset for a local Ray instance")
+    return f"dist.address={address}: Ray could not join the cluster there: {error}"
 
 
 def actor_threads(model_threads: int | None, cpus_per_worker: float) -> int:
