@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +21,13 @@ import pytest
 from autotelic.dist.actors import ClusterUnreachableError, check_address
 
 RECIPE = Path(__file__).parent.parent / "recipes" / "default.yaml"
+
+
+def _free_port() -> int:
+    """A port nothing listens on once the probe closes."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
 
 
 def _node(*args: str, env: dict[str, str]) -> subprocess.Popen:
@@ -40,9 +47,7 @@ def two_node_cluster():
     runs with RAY_AUTH_MODE=token and the cluster's token."""
     sessions = tempfile.mkdtemp(prefix="ray-")  # its own session files (short: Ray's socket paths must fit 107 bytes)
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_TMPDIR": sessions}
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     address = f"{socket.gethostbyname(socket.gethostname())}:{port}"
     nodes = [_node("--head", f"--port={port}", "--include-dashboard=false", env=env)]
     try:
@@ -114,9 +119,7 @@ def test_the_default_recipe_learns_on_a_two_node_cluster_as_in_process(two_node_
 
 def test_an_address_where_no_cluster_listens_is_named_at_once():
     """Ray retries such an address for minutes; the driver stops at once, naming it."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # free once the probe closes: nothing listens there
+    port = _free_port()
     started = time.monotonic()
     with pytest.raises(ClusterUnreachableError, match=f"dist.address=127.0.0.1:{port}: no Ray cluster answers there"):
         check_address(f"127.0.0.1:{port}")

@@ -52,7 +52,7 @@ def check_address(address: str) -> None:
     """A cluster address (``host:port`` of the head's GCS) where nothing listens stops here at once: Ray itself
     retries such an address for minutes before it gives up. "auto" and ``ray://`` addresses are Ray's to resolve."""
     host, _, port = address.rpartition(":")
-    if address == "auto" or "://" in address or not port.isdigit():
+    if "://" in address or not port.isdigit():  # "auto" has no port
         return
     try:
         socket.create_connection((host, int(port)), timeout=10).close()
