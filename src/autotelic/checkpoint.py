@@ -1,13 +1,20 @@
 """Checkpoints: everything needed to continue a run exactly where it stopped.
 
-A checkpoint is written to ``step_N.partial`` and renamed when complete, so a kill during a
-save never damages the previous checkpoint; only the newest ``keep`` are kept. Writing runs on a
-background thread (a full-model checkpoint of the 135M model is 1.6 GB, ~4 s of disk time), so
-it overlaps the next step's generation.
+A checkpoint is written to ``step_N.partial``: state.pt, then manifest.json with its size and sha256; both are
+fsync'd, the directory is renamed to ``step_N`` and the rename fsync'd, so a kill or power loss at any moment
+leaves the older checkpoints whole and the new one either whole or absent. Loading checks state.pt against its
+manifest: a damaged newest checkpoint (a disk fault, a copy cut short) is named in a warning and the one before
+it is used. Only the newest ``keep`` are kept, so keep >= 2 always leaves one to fall back to. Writing runs on a
+background thread (a full-model checkpoint of the 135M model is 1.6 GB, ~4 s of disk time), so it overlaps the
+next step's generation.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -15,7 +22,14 @@ from typing import Any
 
 import torch
 
+log = logging.getLogger(__name__)
+
 PREFIX = "step_"
+STATE, MANIFEST = "state.pt", "manifest.json"
+
+
+class CheckpointError(RuntimeError):
+    """No usable checkpoint: the message names the run directory or checkpoint and what to do."""
 
 
 def checkpoint_dirs(run_dir: Path) -> list[Path]:
@@ -31,25 +45,95 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def _fsync(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)  # a directory too: that makes its entries (renames) durable
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def publish_dir(staging: Path, final: Path) -> None:
+    """Make the complete directory ``staging`` appear as ``final`` (replacing an older one) in one rename,
+    durably: its files reach the disk before the name does, so ``final`` is never seen half-written."""
+    for path in staging.rglob("*"):
+        _fsync(path)
+    _fsync(staging)
+    if final.exists():  # a directory cannot be renamed over a non-empty one: move the old aside first
+        old = final.with_name(final.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        final.rename(old)
+        staging.rename(final)
+        shutil.rmtree(old)
+    else:
+        staging.rename(final)
+    _fsync(final.parent)
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
 def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any], keep: int) -> Path:
     root = run_dir / "checkpoints"
     final = root / f"{PREFIX}{step:06d}"
-    staging = root / f"{final.name}.partial"
+    staging = final.with_name(final.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    torch.save(payload, staging / "state.pt")
-    shutil.rmtree(final, ignore_errors=True)
-    staging.rename(final)
-    for old in checkpoint_dirs(run_dir)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
+    torch.save(payload, staging / STATE)
+    manifest = {"file": STATE, "bytes": (staging / STATE).stat().st_size, "sha256": _sha256(staging / STATE)}
+    (staging / MANIFEST).write_text(json.dumps(manifest))
+    publish_dir(staging, final)
+    kept = checkpoint_dirs(run_dir)[-keep:] if keep > 0 else checkpoint_dirs(run_dir)
+    for path in root.iterdir():  # older checkpoints, and staging left by a write that was killed
+        if path not in kept:
+            shutil.rmtree(path, ignore_errors=True)
     return final
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
+def damage(checkpoint: Path) -> str | None:
+    """Why ``checkpoint`` cannot be trusted, or None when its state.pt matches its manifest."""
     try:
-        return torch.load(path / "state.pt", weights_only=False)
-    except Exception as error:  # a truncated or foreign file
-        raise RuntimeError(f"checkpoint {path} cannot be read: {error}".splitlines()[0]) from error
+        manifest = json.loads((checkpoint / MANIFEST).read_text())
+        size, digest = int(manifest["bytes"]), str(manifest["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{MANIFEST} is missing or unreadable"
+    state = checkpoint / STATE
+    if not state.is_file():
+        return f"{STATE} is missing"
+    if state.stat().st_size != size:
+        return f"{STATE} holds {state.stat().st_size} bytes, its manifest says {size}"
+    if _sha256(state) != digest:
+        return f"{STATE} does not match its sha256 checksum"
+    return None
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    problem = damage(path)
+    if problem is not None:
+        raise CheckpointError(f"checkpoint {path} is damaged: {problem}")
+    try:
+        return torch.load(path / STATE, weights_only=False)
+    except Exception as error:  # intact bytes this version cannot unpickle
+        raise CheckpointError(f"checkpoint {path} cannot be read: {error}".splitlines()[0]) from error
+
+
+def load_latest(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The newest intact checkpoint of a run and its payload, skipping damaged newer ones with a warning;
+    None when the run has no checkpoint yet."""
+    found = checkpoint_dirs(run_dir)
+    damaged = []
+    for path in reversed(found):
+        problem = damage(path)
+        if problem is None:
+            return path, load_checkpoint(path)
+        log.warning("checkpoint %s is damaged (%s): skipped, resuming from the one before it", path, problem)
+        damaged.append(f"{path.name}: {problem}")
+    if found:
+        raise CheckpointError(f"no intact checkpoint in {run_dir / 'checkpoints'} ({'; '.join(damaged)}): "
+                              f"delete that directory to train {run_dir} again from step 0, or start a new run")
+    return None
 
 
 class CheckpointWriter:

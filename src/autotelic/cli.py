@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from autotelic.backends.embedded import ModelFileError
+from autotelic.checkpoint import CheckpointError
 from autotelic.config import ConfigError, ModelConfig, load_config
 from autotelic.curricula import EmptyFamilyError, EmptyPoolError
 from autotelic.envs import UnknownEnvironmentError
@@ -23,7 +24,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Language-model agents that improve themselves by reinforcement learning.")
 
 USER_ERRORS = (ConfigError, ModelFileError, TrainingError, EmptyFamilyError, EmptyPoolError, UnknownFamilyError,
-               UnknownEnvironmentError, PairsFileError, FileNotFoundError)
+               UnknownEnvironmentError, PairsFileError, CheckpointError, FileNotFoundError)
 OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g. train.steps=30")
 
 
@@ -34,12 +35,12 @@ def _fail(error: Exception) -> None:
 
 def _setup_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("transformers", "peft", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
     # our progress bar is the only one: no per-file loading/saving bars or library deprecation notes
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
+    for noisy in ("transformers", "peft", "httpx"):  # after transformers' import, which sets its own level
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
 
 
@@ -150,15 +151,16 @@ def export(run_dir: Path, out: Optional[Path] = typer.Option(None, help="Destina
     """Write the latest checkpoint as a Hugging Face model directory (LoRA merged)."""
     _setup_logging()
     from autotelic.backends.hf import HFPolicy
-    from autotelic.checkpoint import latest_checkpoint, load_checkpoint
+    from autotelic.checkpoint import load_latest
 
     try:
         config = load_config(run_dir / "config.yaml")
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
+        found = load_latest(run_dir)
+        if found is None:
             raise TrainingError(f"{run_dir} has no checkpoint to export")
+        checkpoint, payload = found
         policy = HFPolicy(config.model)
-        policy.load_trainable_state(load_checkpoint(checkpoint)["trainable"])
+        policy.load_trainable_state(payload["trainable"])
         destination = out or run_dir / "model"
         policy.export(destination)
     except USER_ERRORS as error:

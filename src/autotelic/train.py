@@ -14,6 +14,7 @@ import copy
 import json
 import logging
 import math
+import os
 import random
 import time
 from collections import defaultdict
@@ -29,7 +30,7 @@ from autotelic.algorithms import AlgorithmSpec, get_algorithm
 from autotelic.backends import PolicyBackend
 from autotelic.backends.hf import HFPolicy
 from autotelic.backends.vllm import build_vllm_generation_policy, require_vllm, vllm_problems
-from autotelic.checkpoint import CheckpointWriter, latest_checkpoint, load_checkpoint
+from autotelic.checkpoint import CheckpointWriter, load_latest
 from autotelic.config import (
     ModelConfig,
     ProposeKind,
@@ -125,6 +126,8 @@ MAX_CONSECUTIVE_FAILED_STEPS = 3
 LOGGED_INFO = ("player", "proposal", *DISCUSSION_INFO)
 # Rewards that compare against Task.answer (or hidden tests): meaningless on prompts an LLM wrote.
 LABELLED_REWARDS = {"verifier", "math_verify", "unit_tests"}
+# What the steps append to: a checkpoint records each one's size, and resuming cuts them back to it.
+STEP_LOGS = ("metrics.jsonl", "rollouts.jsonl", "population.jsonl")
 
 
 class TrainingError(RuntimeError):
@@ -595,17 +598,25 @@ class Trainer:
             "queued_rollouts": copy.deepcopy(queued),
             "role_baselines": self.baselines.state_dict() if self.baselines is not None else None,
             "torch_rng": torch.get_rng_state(),
+            "logs": {name: _size(self.run_dir / name) for name in STEP_LOGS},
         }
         if self.train_group is not None:  # the driver follows the ranks' weights and version; their optimizer is theirs
             payload["optimizer"] = self.train_group.optimizer_state()
         self.checkpoints.save(self.state.step, payload)
 
     def _restore(self) -> None:
-        path = latest_checkpoint(self.run_dir)
-        if path is not None:  # else: killed before the first checkpoint, start over in the same directory
-            self._load(load_checkpoint(path))
-        for name in ("metrics.jsonl", "rollouts.jsonl", "population.jsonl"):  # drop rows of steps after the checkpoint
-            _truncate_jsonl(self.run_dir / name, self.state.step)
+        found = load_latest(self.run_dir)
+        sizes: dict[str, int] = {}  # no checkpoint: killed before the first, start over in the same directory
+        if found is not None:
+            path, payload = found
+            try:
+                self._load(payload)
+            except (KeyError, ValueError, RuntimeError) as error:  # shapes, agents or stages of another config
+                raise TrainingError(f"checkpoint {path} does not fit this run's config: {error}; resume with the "
+                                    "settings it was written with, or start a new run") from None
+            sizes = payload["logs"]
+        for name in STEP_LOGS:  # rows of steps after the checkpoint go, a line cut short by a kill with them
+            _truncate(self.run_dir / name, sizes.get(name, 0))
 
     def _load(self, payload: dict[str, Any]) -> None:
         self.state = TrainState(**payload["state"])
@@ -856,8 +867,6 @@ class Trainer:
                         self._checkpoint()
             self._stop_ahead()  # rollouts collected for steps past a time limit wait in the last checkpoint
             after = self._evaluate("after")
-            state.evals.append({"step": state.step, "accuracy": after.accuracy})
-            sink.log(state.step, {"eval/accuracy": after.accuracy})
             discussion_after = self._evaluate_discussion("after", after) if self.discussion else None
             self.policy.export(self.run_dir / "model")
             for index, agent in enumerate(self.agents[1:], 1):
@@ -865,12 +874,15 @@ class Trainer:
             state.wall_seconds += time.perf_counter() - run_started
             self._checkpoint()
             self.checkpoints.wait()
+            # logged after the last checkpoint, which a resume would otherwise log again
+            sink.log(state.step, {"eval/accuracy": after.accuracy})
+            evals = [*state.evals, {"step": state.step, "accuracy": after.accuracy}]
             value = self._value_stage(say) if config.value.enabled else None  # the trained policy is safe by now
             summary = {
                 "eval_before": state.eval_before, "eval_after": after.summary(), "steps": state.step,
                 "wall_seconds": round(state.wall_seconds, 1), "train_seconds": round(state.train_seconds, 1),
                 "completion_tokens": state.completion_tokens, "heldout_tasks": len(self.heldout),
-                "model_dir": str(self.run_dir / "model"), "evals": state.evals,
+                "model_dir": str(self.run_dir / "model"), "evals": evals,
                 **({"value": value} if value is not None else {}),
                 **({"comas": {"before": state.discussion_before, "after": discussion_after}}
                    if self.discussion else {}),
@@ -916,12 +928,13 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]], append: bool = False) -
             file.write(json.dumps(row) + "\n")
 
 
-def _truncate_jsonl(path: Path, last_step: int) -> None:
-    if not path.exists():
-        return
-    rows = [line for line in path.read_text().splitlines() if line.strip()]
-    kept = [line for line in rows if json.loads(line).get("step", 0) <= last_step]
-    path.write_text("".join(line + "\n" for line in kept))
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _truncate(path: Path, size: int) -> None:
+    if _size(path) > size:
+        os.truncate(path, size)
 
 
 def train(config: RunConfig) -> dict[str, Any]:

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
+import logging
 import math
 import os
+import shutil
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,7 +25,14 @@ import torch
 
 from autotelic.backends import Completion
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError, embedded_model_dir, random_model_dir
+from autotelic.checkpoint import publish_dir
 from autotelic.config import ModelConfig
+
+# transformers 5.24 renamed the KV cache argument and output `past_key_values` to `cache` and warns on every
+# forward that uses the old name; 5.0, the oldest we support, knows only the old name, so we keep it and
+# silence those notes (a FutureWarning each step, a log line once) for every caller, not only the CLI.
+warnings.filterwarnings("ignore", message="`past_key_values` is deprecated", category=FutureWarning)
+logging.getLogger("transformers.utils.generic").addFilter(lambda record: "`past_key_values`" not in record.getMessage())
 
 
 def keep_freed_memory_in_process() -> None:
@@ -59,10 +70,35 @@ def resolve_model_dir(path: str | None) -> Path:
         return embedded_model_dir()
     if path.startswith(RANDOM_PREFIX):
         return random_model_dir(path.removeprefix(RANDOM_PREFIX))
+    problem = model_dir_problem("model.path", path)
+    if problem is not None:
+        raise ModelFileError(problem)
+    return Path(path).expanduser()
+
+
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def model_dir_problem(key: str, path: str) -> str | None:
+    """What keeps local model directory ``path`` (the value of setting ``key``) from loading, found from its files
+    alone (damaged weights surface only when they load); None when it looks like a Hugging Face model."""
     model_dir = Path(path).expanduser()
-    if not (model_dir / "config.json").is_file():
-        raise ModelFileError(f"--model {path}: not a Hugging Face model directory (no config.json there)")
-    return model_dir
+    if not model_dir.is_dir():
+        return f"{key}={path}: no such directory; give a local Hugging Face model directory"
+    try:
+        settings = json.loads((model_dir / "config.json").read_text())
+    except FileNotFoundError:
+        return f"{key}={path}: not a Hugging Face model directory (no config.json there)"
+    except (ValueError, OSError) as error:
+        return f"{key}={path}: config.json cannot be read ({error}); restore it from the model's source"
+    if not isinstance(settings, dict) or "model_type" not in settings:
+        return f"{key}={path}: config.json names no model_type; restore it from the model's source"
+    if not any(any(model_dir.glob(pattern)) for pattern in WEIGHT_FILES):
+        return f"{key}={path}: no weights (model.safetensors or pytorch_model.bin); download the whole model"
+    if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        return f"{key}={path}: no tokenizer ({', '.join(TOKENIZER_FILES)}); copy the model's tokenizer files there"
+    return None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -360,6 +396,10 @@ class HFPolicy:
         return self.model.state_dict()
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        mismatch = _state_mismatch(state, self.trainable_state())
+        if mismatch is not None:  # one line instead of torch's list of every size mismatch
+            raise ModelFileError(f"saved weights do not fit this model ({mismatch}): model.path, model.lora or "
+                                 "model.lora_rank differ from those of the run that saved them")
         if self.config.lora:
             from peft import set_peft_model_state_dict
 
@@ -368,7 +408,27 @@ class HFPolicy:
             self.model.load_state_dict(state)
 
     def export(self, directory: Path) -> None:
-        """Save a plain Hugging Face model (LoRA merged) that transformers loads directly."""
+        """Save a plain Hugging Face model (LoRA merged) that transformers loads directly. It is written beside
+        ``directory`` and renamed into place: a kill never leaves a half-written model that looks complete."""
+        if directory.is_dir() and any(directory.iterdir()) and not (directory / "config.json").is_file():
+            raise ModelFileError(f"{directory} holds files but no model, and exporting replaces it: pick another "
+                                 "destination")
         model = copy.deepcopy(self.model).merge_and_unload() if self.config.lora else self.model
-        model.save_pretrained(directory)
-        self.tokenizer.save_pretrained(directory)
+        staging = directory.with_name(directory.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        model.save_pretrained(staging)
+        self.tokenizer.save_pretrained(staging)
+        publish_dir(staging, directory)
+
+
+def _state_mismatch(saved: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> str | None:
+    """How a saved state differs from the model's own in names or shapes (the first difference); None if it fits."""
+    missing, extra = sorted(expected.keys() - saved.keys()), sorted(saved.keys() - expected.keys())
+    if missing:
+        return f"{len(missing)} tensors missing, e.g. {missing[0]}"
+    if extra:
+        return f"{len(extra)} tensors this model lacks, e.g. {extra[0]}"
+    for name, tensor in expected.items():
+        if saved[name].shape != tensor.shape:
+            return f"{name} has shape {tuple(saved[name].shape)}, this model's {tuple(tensor.shape)}"
+    return None

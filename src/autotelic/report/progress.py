@@ -1,6 +1,10 @@
-"""Live progress bar: step, mean reward, held-out accuracy, curriculum mix, tokens/s, ETA."""
+"""Progress of a run: a live bar (step, mean reward, held-out accuracy, curriculum mix, tokens/s, ETA) on a
+terminal; one plain line per step where the output goes to a file or a CI log, which a bar would garble."""
 
 from __future__ import annotations
+
+import sys
+import time
 
 from rich.console import Console
 from rich.progress import (
@@ -17,18 +21,33 @@ def top_arms(mix: dict[str, float], k: int = 3) -> str:
     return " ".join(f"{name}:{share:.0%}" for name, share in best)
 
 
+def duration(seconds: float) -> str:
+    """``45s``, ``3m05s``, ``2h07m``: short enough for a log line."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
 class ProgressDisplay:
     def __init__(self, total_steps: int, start_step: int, accuracy: float | None = None, enabled: bool = True):
+        console = Console(stderr=True)
+        self.total, self.start_step = total_steps, start_step
+        self.terminal, self.lines = console.is_terminal, enabled and not console.is_terminal
+        self.started = time.perf_counter()
         self.progress = Progress(
             TextColumn("[bold]step"), MofNCompleteColumn(), BarColumn(bar_width=20),
             TextColumn("reward {task.fields[reward]}"), TextColumn("eval {task.fields[accuracy]}"),
             TextColumn("{task.fields[tok_s]} tok/s"), TextColumn("mix {task.fields[mix]}"),
-            TimeRemainingColumn(), console=Console(stderr=True), disable=not enabled,
+            TimeRemainingColumn(), console=console, disable=not enabled or not self.terminal,
         )
         self.task = self.progress.add_task("train", total=total_steps, completed=start_step, reward="-",
                                            accuracy="-" if accuracy is None else f"{accuracy:.1%}", tok_s="-", mix="-")
 
     def __enter__(self) -> "ProgressDisplay":
+        self.started = time.perf_counter()
         self.progress.start()
         return self
 
@@ -41,6 +60,18 @@ class ProgressDisplay:
         if accuracy is not None:
             fields["accuracy"] = f"{accuracy:.1%}"
         self.progress.update(self.task, completed=step, **fields)
+        if self.lines:
+            self.print(self.line(step, reward, accuracy))
+
+    def line(self, step: int, reward: float, accuracy: float | None) -> str:
+        """``step 3/20  reward 0.41  eval 52.0%  4.1 s/step  ETA 1m10s`` (eval only on steps that evaluated)."""
+        per_step = (time.perf_counter() - self.started) / max(1, step - self.start_step)  # steps of this process
+        evaluated = f"  eval {accuracy:.1%}" if accuracy is not None else ""
+        return (f"step {step}/{self.total}  reward {reward:.2f}{evaluated}  {per_step:.1f} s/step  "
+                f"ETA {duration(per_step * (self.total - step))}")
 
     def print(self, message: str) -> None:
-        self.progress.console.print(message)
+        if not self.terminal:  # unwrapped and unstyled: a log keeps each message on its own line
+            print(message, file=sys.stderr, flush=True)
+        else:
+            self.progress.console.print(message)
