@@ -39,7 +39,7 @@ def test_unknown_task_family(tmp_path):
 
 def test_model_path_that_is_not_a_model(tmp_path):
     message = _error(["run", "--model", str(tmp_path), f"logging.runs_dir={tmp_path}"])
-    assert f"--model {tmp_path}: not a Hugging Face model directory" in message
+    assert f"model.path={tmp_path}: not a Hugging Face model directory" in message
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from autotelic.config import ConfigError, ModelConfig, load_config
 from autotelic.curricula import EmptyFamilyError, EmptyPoolError
 from autotelic.envs import UnknownEnvironmentError
 from autotelic.tasks import UnknownFamilyError
-from autotelic.train import TrainingError
+from autotelic.train import TrainingError, run_config_path
 from autotelic.update import PairsFileError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -75,8 +75,13 @@ def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
 
 def _target_config(target: str, overrides: list[str]):
     """(config, model directory) of a run directory (its config and exported model) or a plain model directory."""
+    from autotelic.backends.hf import model_dir_problem
+
     path = Path(target)
     run_config = path / "config.yaml"
+    if not run_config.is_file() and model_dir_problem("target", target) is not None:
+        raise TrainingError(f"{path} is neither a run directory (no config.yaml) nor a Hugging Face model directory "
+                            "(config.json, weights and tokenizer): give one of those")
     config = load_config(run_config if run_config.is_file() else None, overrides)
     model_dir = path / "model" if run_config.is_file() else path
     if run_config.is_file() and not (model_dir / "config.json").is_file():
@@ -154,7 +159,7 @@ def export(run_dir: Path, out: Optional[Path] = typer.Option(None, help="Destina
     from autotelic.checkpoint import load_latest
 
     try:
-        config = load_config(run_dir / "config.yaml")
+        config = load_config(run_config_path(run_dir))
         found = load_latest(run_dir)
         if found is None:
             raise TrainingError(f"{run_dir} has no checkpoint to export")
@@ -171,14 +176,17 @@ def export(run_dir: Path, out: Optional[Path] = typer.Option(None, help="Destina
 @app.command()
 def pairs(run_dir: Path, out: Path = typer.Option(..., "--out", "-o", help="JSONL file to write.")) -> None:
     """Preference pairs (best vs worst completion per prompt and step) from a run's rollouts, for offline DPO."""
-    from autotelic.update import pairs_from_rollouts
+    from autotelic.update import load_rollouts, pairs_from_rollouts
 
     path = run_dir / "rollouts.jsonl"
-    if not path.is_file():
-        _fail(TrainingError(f"{run_dir} has no rollouts.jsonl"))
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    found = pairs_from_rollouts(rows)
-    out.write_text("".join(json.dumps(p) + "\n" for p in found))
+    try:
+        if not path.is_file():
+            raise TrainingError(f"{run_dir} has no rollouts.jsonl")
+        rows = load_rollouts(path)
+        found = pairs_from_rollouts(rows)
+        out.write_text("".join(json.dumps(p) + "\n" for p in found))
+    except USER_ERRORS as error:
+        _fail(error)
     typer.echo(f"{len(found)} pairs from {len(rows)} rollouts written to {out}")
 
 

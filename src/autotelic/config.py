@@ -7,6 +7,9 @@ the wrong type stop with a one-line message that names the key and the valid cho
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -18,6 +21,47 @@ import yaml
 
 class ConfigError(ValueError):
     """A configuration problem, reported in one line naming the offending key."""
+
+
+# ---- range checks: each section's ``problems(key)`` lists what is wrong with it, one line each ----------
+def _rule(ok: bool, key: str, value: Any, rule: str) -> list[str]:
+    """[] where ``ok``, else the problem: the key, the rule it breaks and the value it has."""
+    return [] if ok else [f"{key} must {rule}, got {value!r}"]
+
+
+def _count(key: str, value: int | None, low: int = 1) -> list[str]:
+    """A count (None allowed where the field is optional) of at least ``low``."""
+    return _rule(value is None or value >= low, key, value, f"be at least {low}" if low else "be 0 or more")
+
+
+def _positive(key: str, value: float | None) -> list[str]:
+    return _rule(value is None or math.isfinite(value) and value > 0, key, value, "be above 0")
+
+
+def _at_least_zero(key: str, value: float | None) -> list[str]:
+    return _rule(value is None or math.isfinite(value) and value >= 0, key, value, "be 0 or more")
+
+
+def _finite(key: str, value: float) -> list[str]:
+    return _rule(math.isfinite(value), key, value, "be a finite number")
+
+
+def _fraction(key: str, value: float | None, open_low: bool = False, open_high: bool = False) -> list[str]:
+    """A share or probability in [0, 1], with either end excluded where it means nothing."""
+    ok = value is None or (0 < value if open_low else 0 <= value) and (value < 1 if open_high else value <= 1)
+    return _rule(ok, key, value, f"lie in {'(' if open_low else '['}0, 1{')' if open_high else ']'}")
+
+
+def _band(key: str, value: list[float] | None) -> list[str]:
+    ok = value is None or len(value) == 2 and 0 <= value[0] <= value[1] <= 1
+    return _rule(ok, key, value, "be [low, high] within [0, 1]")
+
+
+def _filled(key: str, value: list[Any] | str | None) -> list[str]:
+    return [] if value is None or len(value) > 0 else [f"{key} is empty: give a value, or leave it out for the default"]
+
+
+DEVICE = re.compile(r"cpu|auto|cuda(:\d+)?|mps")
 
 
 @dataclass
@@ -39,6 +83,15 @@ class ModelConfig:
     """Where the policy generates and trains: cpu, cuda, cuda:N, or auto (the GPU when one is visible)."""
     system_prompt: str | None = None
     """System message for every prompt; None keeps the chat template's default."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*_filled(f"{key}.path", self.path), *_count(f"{key}.lora_rank", self.lora_rank),
+                *_positive(f"{key}.lora_alpha", self.lora_alpha),
+                *_fraction(f"{key}.lora_dropout", self.lora_dropout, open_high=True),
+                *(_filled(f"{key}.lora_targets", self.lora_targets) if self.lora else []),
+                *_count(f"{key}.threads", self.threads),
+                *_rule(DEVICE.fullmatch(self.device) is not None, f"{key}.device", self.device,
+                       "be cpu, cuda, cuda:N, mps or auto")]
 
 
 @dataclass
@@ -67,6 +120,12 @@ class GenerateConfig:
     """Selfplay: the policy plays itself, or a frozen copy of the initial policy (SPIRAL's fixed-opponent
     ablation; the policy then takes each seat in every other game and trains on its seats only)."""
 
+    def problems(self, key: str) -> list[str]:
+        return [*_count(f"{key}.group_size", self.group_size), *_positive(f"{key}.temperature", self.temperature),
+                *_fraction(f"{key}.top_p", self.top_p, open_low=True), *_count(f"{key}.tree_branches", self.tree_branches),
+                *_count(f"{key}.tree_branch_samples", self.tree_branch_samples),
+                *_count(f"{key}.partial_segment_tokens", self.partial_segment_tokens), *_filled(f"{key}.env", self.env)]
+
 
 @dataclass
 class RewardSpec:
@@ -77,6 +136,9 @@ class RewardSpec:
     weight: float = 1.0
     options: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the reward (e.g. judge: {model: policy, rubric: ...}; format: {pattern: ...})."""
+
+    def problems(self, key: str) -> list[str]:
+        return _finite(f"{key}.weight", self.weight)
 
 
 @dataclass
@@ -95,6 +157,14 @@ class FilterConfig:
     """ReST-style selection: keep only this fraction of groups, those of highest reward std."""
     pass_rate_band: list[float] | None = None
     """Learnability gate: keep groups whose mean reward lies in [low, high] (e.g. [0.3, 0.8])."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*_rule(bool(self.rewards), f"{key}.rewards", self.rewards, "name at least one reward (e.g. "
+                       "[{name: verifier}])"),
+                *[p for i, r in enumerate(self.rewards) for p in r.problems(f"{key}.rewards[{i}]")],
+                *_count(f"{key}.max_rounds", self.max_rounds), *_at_least_zero(f"{key}.min_reward_std", self.min_reward_std),
+                *_fraction(f"{key}.keep_top_fraction", self.keep_top_fraction, open_low=True),
+                *_band(f"{key}.pass_rate_band", self.pass_rate_band)]
 
 
 @dataclass
@@ -122,6 +192,16 @@ class ControlConfig:
     max_invalid: int | None = None
     """Episode mode, early exit: an episode ends after this many invalid actions in a row (None: never)."""
 
+    def problems(self, key: str) -> list[str]:
+        return [*_count(f"{key}.max_new_tokens", self.max_new_tokens),
+                *_count(f"{key}.max_tokens_per_step", self.max_tokens_per_step),
+                *_count(f"{key}.tasks_per_step", self.tasks_per_step), *_count(f"{key}.min_group_size", self.min_group_size),
+                *_rule(self.max_group_size >= self.min_group_size, f"{key}.max_group_size", self.max_group_size,
+                       f"be at least {key}.min_group_size ({self.min_group_size})"),
+                *_count(f"{key}.early_exit_probe", self.early_exit_probe),
+                *_count(f"{key}.overlong_buffer", self.overlong_buffer), *_count(f"{key}.max_turns", self.max_turns),
+                *_count(f"{key}.turn_tokens", self.turn_tokens), *_count(f"{key}.max_invalid", self.max_invalid)]
+
 
 @dataclass
 class ReplayConfig:
@@ -135,6 +215,10 @@ class ReplayConfig:
     """Groups replayed per step on top of the fresh ones."""
     max_reuse: int = 2
     """Times a group may be replayed."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*_count(f"{key}.capacity", self.capacity), *_count(f"{key}.max_staleness", self.max_staleness, 0),
+                *_count(f"{key}.replay_groups", self.replay_groups, 0), *_count(f"{key}.max_reuse", self.max_reuse, 0)]
 
 
 @dataclass
@@ -157,6 +241,12 @@ class EvolveConfig:
     """Evol-Instruct rewrites, used in turn: harder, specific, topic."""
     temperature: float = 0.9
     max_new_tokens: int = 64
+
+    def problems(self, key: str) -> list[str]:
+        return [*_count(f"{key}.every", self.every, 0), *_fraction(f"{key}.fraction", self.fraction, open_low=True),
+                *_count(f"{key}.variants", self.variants), *_fraction(f"{key}.old_fraction", self.old_fraction),
+                *_filled(f"{key}.model", self.model), *_filled(f"{key}.operations", self.operations),
+                *_positive(f"{key}.temperature", self.temperature), *_count(f"{key}.max_new_tokens", self.max_new_tokens)]
 
 
 @dataclass
@@ -196,6 +286,19 @@ class CurriculumConfig:
     """WebRL-style: share of each step's tasks made from failed ones, cut at the first progress milestone
     no sample reached (web tasks; 0 disables)."""
 
+    def problems(self, key: str) -> list[str]:
+        return [*_filled(f"{key}.families", self.families), *_filled(f"{key}.levels", self.levels),
+                *[p for level in self.levels for p in _count(f"{key}.levels entry", level)],
+                *_positive(f"{key}.temperature", self.temperature), *_fraction(f"{key}.ema", self.ema, open_low=True),
+                *_fraction(f"{key}.prior_pass_rate", self.prior_pass_rate),
+                *_fraction(f"{key}.decay", self.decay, open_high=True), *_count(f"{key}.pool_size", self.pool_size),
+                *_band(f"{key}.gate", self.gate), *self.evolve.problems(f"{key}.evolve"),
+                *_fraction(f"{key}.prefix_fraction", self.prefix_fraction),
+                *_count(f"{key}.prefix_per_solution", self.prefix_per_solution),
+                *_fraction(f"{key}.prefix_decay", self.prefix_decay, open_low=True),
+                *_finite(f"{key}.prefix_min_reward", self.prefix_min_reward),
+                *_fraction(f"{key}.failure_fraction", self.failure_fraction)]
+
 
 @dataclass
 class AlgorithmConfig:
@@ -232,6 +335,20 @@ class AlgorithmConfig:
     """Token positions per forward/backward at most (a group: its prompt plus samples x its longest completion;
     a group is never split); bounds activation memory for long samples. None: groups only."""
 
+    def problems(self, key: str) -> list[str]:
+        return [*_positive(f"{key}.lr", self.lr), *_fraction(f"{key}.clip_low", self.clip_low, open_high=True),
+                *_at_least_zero(f"{key}.clip_high", self.clip_high), *_at_least_zero(f"{key}.beta", self.beta),
+                *_fraction(f"{key}.rae_decay", self.rae_decay), *_positive(f"{key}.dpo_beta", self.dpo_beta),
+                *_rule(0 <= self.dpo_label_smoothing < 0.5, f"{key}.dpo_label_smoothing", self.dpo_label_smoothing,
+                       "lie in [0, 0.5)"),
+                *_filled(f"{key}.dataset", self.dataset),
+                *_rule(self.is_cap >= 1, f"{key}.is_cap", self.is_cap, "be at least 1 (a cap on importance weights)"),
+                *_count(f"{key}.updates_per_batch", self.updates_per_batch),
+                *_positive(f"{key}.max_grad_norm", self.max_grad_norm),
+                *_at_least_zero(f"{key}.weight_decay", self.weight_decay),
+                *_count(f"{key}.micro_batch_groups", self.micro_batch_groups),
+                *_count(f"{key}.micro_batch_tokens", self.micro_batch_tokens)]
+
 
 @dataclass
 class TrainConfig:
@@ -243,6 +360,11 @@ class TrainConfig:
     """Checkpoint every N steps, in the background. Full fine-tuning writes 1.6 GB (weights + Adam) for
     the embedded model, so the default is sparse; LoRA checkpoints are small enough for every step."""
     keep_checkpoints: int = 2
+
+    def problems(self, key: str) -> list[str]:
+        return [*_count(f"{key}.steps", self.steps), *_positive(f"{key}.max_minutes", self.max_minutes),
+                *_count(f"{key}.checkpoint_every", self.checkpoint_every),
+                *_count(f"{key}.keep_checkpoints", self.keep_checkpoints)]
 
 
 @dataclass
@@ -256,6 +378,10 @@ class SearchConfig:
     c_uct: float = 1.0
     """Exploration weight of UCT."""
     temperature: float = 0.8
+
+    def problems(self, key: str) -> list[str]:
+        return [*_count(f"{key}.children", self.children), *_count(f"{key}.step_tokens", self.step_tokens),
+                *_at_least_zero(f"{key}.c_uct", self.c_uct), *_positive(f"{key}.temperature", self.temperature)]
 
 
 @dataclass
@@ -280,6 +406,12 @@ class ValueConfig:
     batch_size: int = 16
     decodings: list[str] = field(default_factory=lambda: ["best_of_n", "vm_mcts"])
     """Decoding strategies evaluated after the value model is trained (greedy is always evaluated)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*_count(f"{key}.tasks", self.tasks), *_count(f"{key}.iterations", self.iterations),
+                *self.search.problems(f"{key}.search"), *_filled(f"{key}.base_model", self.base_model),
+                *_count(f"{key}.epochs", self.epochs), *_positive(f"{key}.lr", self.lr),
+                *_count(f"{key}.batch_size", self.batch_size)]
 
 
 @dataclass
@@ -308,6 +440,14 @@ class EvalConfig:
     """Episode mode: held-out episodes by the policy alone (greedy), or by the operator agent (planner,
     grounder, reflector and summarizer roles, see ``operator``)."""
 
+    def problems(self, key: str) -> list[str]:
+        return [*_count(f"{key}.per_level", self.per_level), *_filled(f"{key}.levels", self.levels),
+                *[p for level in self.levels for p in _count(f"{key}.levels entry", level)],
+                *_count(f"{key}.max_new_tokens", self.max_new_tokens),
+                *_rule(self.every >= 0, f"{key}.every", self.every, "be 0 (before and after training only) or more"),
+                *_count(f"{key}.batch_size", self.batch_size), *_count(f"{key}.token_budget", self.token_budget),
+                *_filled(f"{key}.value_model", self.value_model), *self.search.problems(f"{key}.search")]
+
 
 @dataclass
 class LoggingConfig:
@@ -320,6 +460,12 @@ class LoggingConfig:
     mlflow: bool = False
     rollouts_per_step: int | None = None
     """Rollouts written to rollouts.jsonl per step; None writes all."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*_filled(f"{key}.runs_dir", self.runs_dir),
+                *_rule(self.run_name is None or self.run_name not in ("", ".", "..") and "/" not in self.run_name,
+                       f"{key}.run_name", self.run_name, "be a plain directory name (no '/')"),
+                *_count(f"{key}.rollouts_per_step", self.rollouts_per_step, 0)]
 
 
 ProposeKind = Literal["arithmetic", "code"]
@@ -354,6 +500,15 @@ class ProposeConfig:
     executor_tools: Literal["python", "calculator"] | None = None
     """The executor answers in multi-turn episodes with this tool (control.max_turns); None: one plain reply."""
 
+    def problems(self, key: str) -> list[str]:
+        return [*_rule(self.answers_per_task >= 2, f"{key}.answers_per_task", self.answers_per_task,
+                       "be at least 2 (a vote)"),
+                *_band(f"{key}.band", self.band), *_at_least_zero(f"{key}.repetition_penalty", self.repetition_penalty),
+                *_fraction(f"{key}.duplicate_threshold", self.duplicate_threshold, open_low=True),
+                *_finite(f"{key}.tool_bonus", self.tool_bonus), *_finite(f"{key}.invalid_reward", self.invalid_reward),
+                *_rule(self.phase_steps >= 0, f"{key}.phase_steps", self.phase_steps,
+                       "be 0 (both roles every step) or more")]
+
 
 @dataclass
 class DiscussionConfig:
@@ -374,6 +529,14 @@ class DiscussionConfig:
     grade_tokens: int = 8
     """New tokens a scorer's turn may take at most (other turns: control.max_new_tokens)."""
 
+    def problems(self, key: str) -> list[str]:
+        return [*_count(f"{key}.agents", self.agents), *_count(f"{key}.rounds", self.rounds),
+                *_count(f"{key}.grade_tokens", self.grade_tokens),
+                *_rule(self.grade_low < self.grade_high, f"{key}.grade_low", self.grade_low,
+                       f"be below {key}.grade_high ({self.grade_high})"),
+                *_rule(self.unparsed_penalty <= 0, f"{key}.unparsed_penalty", self.unparsed_penalty,
+                       "be at most 0 (a penalty)")]
+
 
 @dataclass
 class OperatorConfig:
@@ -391,6 +554,12 @@ class OperatorConfig:
     """Reflector and summarizer replies."""
     keep_recent: int = 2
     """Steps the grounder sees verbatim; older ones are summarized."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*[p for role in ("planner", "grounder", "reflector", "summarizer")
+                  for p in _filled(f"{key}.{role}", getattr(self, role))],
+                *_count(f"{key}.plan_tokens", self.plan_tokens), *_count(f"{key}.action_tokens", self.action_tokens),
+                *_count(f"{key}.note_tokens", self.note_tokens), *_count(f"{key}.keep_recent", self.keep_recent, 0)]
 
 
 @dataclass
@@ -422,6 +591,12 @@ class VLLMConfig:
     """Colocation: the engine sleeps while the trainer updates (weights offloaded to CPU, KV cache freed) and wakes
     before the next rollouts."""
 
+    def problems(self, key: str) -> list[str]:
+        return [*_fraction(f"{key}.gpu_memory_utilization", self.gpu_memory_utilization, open_low=True),
+                *_count(f"{key}.tensor_parallel_size", self.tensor_parallel_size),
+                *_count(f"{key}.cpu_kv_cache_gib", self.cpu_kv_cache_gib),
+                *_count(f"{key}.max_model_len", self.max_model_len)]
+
 
 @dataclass
 class DistConfig:
@@ -449,6 +624,30 @@ class DistConfig:
     or code sandboxes, and step them in parallel; with rollout workers, each has this many of its own. 0: the
     generating process holds them."""
 
+    def problems(self, key: str) -> list[str]:
+        workers = ("rollout_workers", "reward_workers", "train_workers", "env_workers", "async_steps")
+        return [*[p for name in workers for p in _count(f"{key}.{name}", getattr(self, name), 0)],
+                *_filled(f"{key}.address", self.address), *_positive(f"{key}.cpus_per_worker", self.cpus_per_worker),
+                *_at_least_zero(f"{key}.gpus_per_worker", self.gpus_per_worker)]
+
+    def ray_setting(self) -> str | None:
+        """The first setting that starts Ray actors, as key=value; None when every part runs in this process."""
+        workers = {"rollout_workers": self.rollout_workers, "reward_workers": self.reward_workers,
+                   "train_workers": self.train_workers, "env_workers": self.env_workers}
+        return next((f"dist.{name}={count}" for name, count in workers.items() if count), None)
+
+
+@dataclass
+class SandboxConfig:
+    """Where model-written code runs (code task families, the unit_tests reward, the python tool, code proposals)."""
+
+    isolation: Literal["auto", "bwrap", "unshare", "unsafe_rlimits"] = "auto"
+    """auto (bwrap, else unshare; a run that runs code stops before the model loads when neither works), bwrap,
+    unshare, or unsafe_rlimits: no namespaces, only resource limits and the nobody uid, a knowing opt-out."""
+
+    def problems(self, key: str) -> list[str]:
+        return []  # the choices are the type's; whether a mode works here is checked when a run needs it
+
 
 @dataclass
 class RunConfig:
@@ -468,6 +667,17 @@ class RunConfig:
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+    def problems(self) -> list[str]:
+        """Every setting outside its valid range, one line each; settings that are each valid but do not work
+        together are ``train.check_combination``'s."""
+        return [problem for section in dataclasses.fields(self) for problem in getattr(self, section.name).problems(section.name)]
+
+    def check(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ConfigError("; ".join(problems))
 
 
 def _coerce(value: Any, annotation: Any, key: str) -> Any:
@@ -542,7 +752,28 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ConfigError(f"override '{text}' must look like key=value (e.g. train.steps=30)")
     key, raw = text.split("=", 1)
-    return key.strip(), yaml.safe_load(raw) if raw.strip() else None
+    if not key.strip():
+        raise ConfigError(f"override '{text}' names no key: write key=value (e.g. train.steps=30)")
+    try:
+        return key.strip(), yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as error:
+        problem = str(error).splitlines()[0]
+        raise ConfigError(f"override '{text}': the value is not valid YAML ({problem}); write a number, true, "
+                          "false, null, a list like [1, 2], or quote text with special characters") from None
+
+
+def parse_overrides(texts: list[str] | tuple[str, ...]) -> list[tuple[str, Any]]:
+    """Each ``key=value``; a word without ``=`` after one is most likely its value split by the shell at a space."""
+    for index, text in enumerate(texts):
+        start = next((i for i in range(index - 1, -1, -1) if "=" in texts[i]), None)
+        if "=" not in text and start is not None:
+            words = list(texts[start:index + 1])
+            while index + 1 < len(texts) and "=" not in texts[index + 1]:
+                index += 1
+                words.append(texts[index])
+            raise ConfigError(f"override '{text}' is not key=value: the shell split a value at its spaces; quote "
+                              f"the whole override: '{' '.join(words)}'")
+    return [parse_override(text) for text in texts]
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
@@ -559,16 +790,23 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         data = loaded or {}
-    for text in overrides:
-        key, value = parse_override(text)
+    for key, value in parse_overrides(overrides):
         _set_dotted(data, key, value)
     config = _build(RunConfig, data)
+    config.check()
     dataset = config.algorithm.dataset
     if path is not None and dataset is not None and not Path(dataset).is_absolute():
         beside_recipe = path.parent / dataset  # recipes name their data files relative to themselves
         if beside_recipe.is_file():
             config.algorithm.dataset = str(beside_recipe.resolve())
     return config
+
+
+def missing_package(setting: str, package: str, extra: str) -> str | None:
+    """The problem of ``setting`` (key=value) when the optional ``package`` it needs is not installed."""
+    if importlib.util.find_spec(package) is not None:
+        return None
+    return f"{setting} needs the '{package}' package: pip install {package}, or pip install 'autotelic[{extra}]'"
 
 
 def save_config(config: RunConfig, path: Path) -> None:

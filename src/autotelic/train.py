@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import random
+import shutil
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -26,16 +27,19 @@ from typing import TYPE_CHECKING, Any, Callable, get_args
 
 import torch
 
-from autotelic.algorithms import AlgorithmSpec, get_algorithm
+from autotelic.algorithms import ADVANTAGE_ESTIMATORS, AlgorithmSpec, get_algorithm
 from autotelic.backends import PolicyBackend
-from autotelic.backends.hf import HFPolicy
+from autotelic.backends.embedded import RANDOM_PREFIX
+from autotelic.backends.hf import HFPolicy, model_dir_problem
 from autotelic.backends.vllm import build_vllm_generation_policy, require_vllm, vllm_problems
 from autotelic.checkpoint import CheckpointWriter, load_latest
 from autotelic.config import (
+    ConfigError,
     ModelConfig,
     ProposeKind,
     RunConfig,
     load_config,
+    missing_package,
     save_config,
     to_dict,
 )
@@ -105,6 +109,9 @@ from autotelic.rollout.propose import (
 )
 from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
 from autotelic.rollout.selfplay import SelfPlaySampler
+from autotelic.sandbox import check as check_sandbox
+from autotelic.sandbox import configure as configure_sandbox
+from autotelic.tasks.code import CODE_FAMILIES
 from autotelic.types import Group, Task
 from autotelic.update import (
     PreferencePair,
@@ -126,6 +133,8 @@ MAX_CONSECUTIVE_FAILED_STEPS = 3
 LOGGED_INFO = ("player", "proposal", *DISCUSSION_INFO)
 # Rewards that compare against Task.answer (or hidden tests): meaningless on prompts an LLM wrote.
 LABELLED_REWARDS = {"verifier", "math_verify", "unit_tests"}
+# Environments that need an optional package: (package, pip extra).
+ENV_PACKAGES = {"textarena": ("textarena", "games"), "web_browser": ("playwright", "web")}
 # What the steps append to: a checkpoint records each one's size, and resuming cuts them back to it.
 STEP_LOGS = ("metrics.jsonl", "rollouts.jsonl", "population.jsonl")
 
@@ -139,7 +148,11 @@ def new_run_dir(config: RunConfig) -> Path:
     run_dir = Path(config.logging.runs_dir) / name
     if (run_dir / "config.yaml").exists():
         raise TrainingError(f"run directory {run_dir} already holds a run: use `autotelic resume {run_dir}`")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # runs_dir is a file, read-only, ...
+        raise TrainingError(f"logging.runs_dir={config.logging.runs_dir}: cannot make run directory {run_dir} "
+                            f"({error.strerror}); pick a writable directory") from None
     return run_dir
 
 
@@ -156,31 +169,77 @@ class TrainState:
 
 
 # ---- building the stages from the config -------------------------------------------------------
+def check_run(config: RunConfig) -> AlgorithmSpec:
+    """Everything that can be known wrong before a run directory is made or a model loads, each named in one line:
+    settings out of range (ConfigError), missing optional packages and model files (ConfigError), settings that
+    do not work together (TrainingError)."""
+    config.check()
+    problems = package_problems(config) + model_problems(config)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    try:
+        spec = get_algorithm(config.algorithm.name)
+    except ValueError as error:
+        raise TrainingError(str(error)) from None
+    check_combination(config, spec)
+    return spec
+
+
+def package_problems(config: RunConfig) -> list[str]:
+    """Optional packages the settings need and this machine lacks (vLLM's are ``require_vllm``'s)."""
+    needs = []
+    ray_setting = config.dist.ray_setting()
+    if ray_setting is not None:
+        needs.append((ray_setting, "ray", "dist"))
+    if config.generate.env in ENV_PACKAGES:
+        needs.append((f"generate.env={config.generate.env}", *ENV_PACKAGES[config.generate.env]))
+    games = [family for family in config.curriculum.families if family.startswith("ta_")]
+    if games:
+        needs.append((f"curriculum.families entry {games[0]}", "textarena", "games"))
+    logging_ = config.logging
+    for flag, wanted in (("tensorboard", logging_.tensorboard), ("wandb", logging_.wandb), ("mlflow", logging_.mlflow)):
+        if wanted:
+            needs.append((f"logging.{flag}=true", flag, flag))
+    return [problem for need in needs if (problem := missing_package(*need)) is not None]
+
+
+def model_problems(config: RunConfig) -> list[str]:
+    """Local model directories the run will load, checked for their files before any of them loads."""
+    paths = {"model.path": config.model.path}
+    evolve = config.curriculum.evolve
+    if evolve.every and evolve.model != "policy":
+        paths["curriculum.evolve.model"] = evolve.model
+    if config.value.enabled:
+        paths["value.base_model"] = config.value.base_model
+    for index, reward in enumerate(config.filter.rewards):
+        if reward.name in ("judge", "web_judge") and reward.options.get("model", "policy") != "policy":
+            paths[f"filter.rewards[{index}].options.model"] = str(reward.options["model"])
+    return [problem for key, path in paths.items() if path is not None and not path.startswith(RANDOM_PREFIX)
+            if (problem := model_dir_problem(key, path)) is not None]
+
+
 def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     """Settings that are each valid but do not work together, named before the model loads."""
     mode, control = config.generate.mode, config.control
     problems = []
+    if spec.advantage in ADVANTAGE_ESTIMATORS or spec.name == "online_dpo":  # baselines or pairs within a group
+        key = "control.min_group_size" if control.adaptive_group_size else "generate.group_size"
+        smallest = control.min_group_size if control.adaptive_group_size else config.generate.group_size
+        if smallest < 2 and mode != "tree":  # tree groups grow by their branches
+            problems.append(f"{key}={smallest} makes groups of one sample, and {spec.name} learns from the "
+                            f"differences within a task's group (every advantage would be 0): set {key}=2 or more")
     if mode == "tree" and spec.advantage not in ("grpo", "dr_grpo"):
         problems.append(f"generate.mode=tree credits tree segments with group baselines: use a GRPO-family "
                         f"algorithm (grpo, dr_grpo, dapo, gspo), not {spec.name}")
     if control.early_exit_probe is not None and mode in ("tree", "partial", "selfplay"):
         problems.append(f"control.early_exit_probe works with generate.mode sample or episode, not {mode}")
-    if config.dist.rollout_workers < 0:
-        problems.append(f"dist.rollout_workers must be 0 (in-process) or more, got {config.dist.rollout_workers}")
     problems += async_problems(config)
-    if config.dist.train_workers < 0:
-        problems.append(f"dist.train_workers must be 0 (the driver trains) or more, got {config.dist.train_workers}")
     if config.dist.train_workers and mode == "discussion":
         problems.append("dist.train_workers trains one policy; generate.mode=discussion trains one per agent: "
                         "set dist.train_workers=0")
-    if config.dist.env_workers < 0:
-        problems.append(f"dist.env_workers must be 0 (environments in the generating process) or more, got "
-                        f"{config.dist.env_workers}")
     if config.dist.env_workers and mode != "episode" and not (mode == "propose" and config.propose.executor_tools):
         problems.append(f"dist.env_workers holds the environments of generate.mode=episode (or "
                         f"propose.executor_tools); generate.mode={mode} has none")
-    if config.dist.reward_workers < 0:
-        problems.append(f"dist.reward_workers must be 0 (the driver scores) or more, got {config.dist.reward_workers}")
     if config.dist.reward_workers and rewards_on_the_policy(config):
         problems.append(f"reward '{rewards_on_the_policy(config)[0]}' runs the policy being trained, which reward "
                         "workers do not hold: give the judge its own model (options.model) or set "
@@ -198,8 +257,6 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         (make_game_factory if mode == "selfplay" else make_env_factory)(config.generate.env)
     if config.generate.opponent != "self" and mode != "selfplay":
         problems.append(f"generate.opponent={config.generate.opponent} needs generate.mode=selfplay, not {mode}")
-    if spec.advantage == "rae" and not 0 <= config.algorithm.rae_decay <= 1:
-        problems.append(f"algorithm.rae_decay must lie in [0, 1], got {config.algorithm.rae_decay}")
     labelled = [r.name for r in config.filter.rewards if r.name in LABELLED_REWARDS]
     if config.curriculum.name == "test_time" and labelled:
         problems.append(f"curriculum.name=test_time trains on the held-out prompts, so reward '{labelled[0]}' would "
@@ -215,8 +272,6 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         unknown = unknown_operation(evolve.operations)
         if unknown is not None:
             problems.append(f"unknown curriculum.evolve.operations entry '{unknown}'; valid: {', '.join(OPERATIONS)}")
-        if evolve.variants < 1:
-            problems.append(f"curriculum.evolve.variants must be at least 1, got {evolve.variants}")
     if spec.name == "offline_dpo" and config.algorithm.dataset is None:
         problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
     known_rewards = [*reward_names(), "env"]
@@ -232,6 +287,22 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         raise TrainingError("; ".join(problems))
 
 
+def runs_model_code(config: RunConfig) -> bool:
+    """Whether the run executes model-written code: code task families (scored by their tests), the unit_tests
+    reward, the python tool, or code proposals."""
+    gen, propose = config.generate, config.propose
+    return (any(name in CODE_FAMILIES for name in config.curriculum.families)
+            or any(r.name == "unit_tests" for r in config.filter.rewards) or gen.env == "python"
+            or gen.mode == "propose" and (propose.kind == "code" or propose.executor_tools == "python"))
+
+
+def sandbox_isolation(config: RunConfig) -> str | None:
+    """Sets ``sandbox.isolation`` for every sandbox of this process and returns the isolation model-written code
+    runs under (None: the run runs none). Called before any model loads: without isolation a run stops here."""
+    configure_sandbox(config.sandbox.isolation)
+    return check_sandbox() if runs_model_code(config) else None
+
+
 def rewards_on_the_policy(config: RunConfig) -> list[str]:
     """Rewards computed by the model being trained (its confidence, or the policy as its own judge)."""
     return [r.name for r in config.filter.rewards if r.name == "self_certainty"
@@ -242,8 +313,6 @@ def async_problems(config: RunConfig) -> list[str]:
     """Asynchronous rollouts run beside the update, so nothing they do may use the model being trained."""
     if not config.dist.async_steps:
         return []
-    if config.dist.async_steps < 0:
-        return [f"dist.async_steps must be 0 (synchronous) or more, got {config.dist.async_steps}"]
     problems = []
     if not config.dist.rollout_workers:
         problems.append("dist.async_steps needs dist.rollout_workers >= 1: rollouts collected during an update "
@@ -269,14 +338,6 @@ def propose_problems(config: RunConfig) -> list[str]:
                         "filter.dynamic_sampling, control.early_exit_probe and control.max_tokens_per_step")
     if config.generate.env is not None:
         problems.append("generate.mode=propose gives the executor a tool by propose.executor_tools, not generate.env")
-    if cfg.answers_per_task < 2:
-        problems.append(f"propose.answers_per_task must be at least 2 (a vote), got {cfg.answers_per_task}")
-    if len(cfg.band) != 2 or not 0 <= cfg.band[0] <= cfg.band[1] <= 1:
-        problems.append(f"propose.band must be [low, high] within [0, 1], got {cfg.band}")
-    if not 0 < cfg.duplicate_threshold <= 1:
-        problems.append(f"propose.duplicate_threshold must lie in (0, 1], got {cfg.duplicate_threshold}")
-    if cfg.phase_steps < 0:
-        problems.append(f"propose.phase_steps must be 0 (both roles every step) or more, got {cfg.phase_steps}")
     if cfg.kind not in get_args(ProposeKind):
         problems.append(f"propose.kind must be one of {', '.join(get_args(ProposeKind))}, got {cfg.kind!r}")
     if cfg.kind == "code" and cfg.executor_tools:
@@ -287,7 +348,7 @@ def propose_problems(config: RunConfig) -> list[str]:
 
 def discussion_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     """generate.mode=discussion (CoMAS): settings its grade-paid, per-agent training cannot honour."""
-    cfg, problems = config.discussion, []
+    problems = []
     if [r.name for r in config.filter.rewards] != ["env"]:
         problems.append("generate.mode=discussion pays every turn from the agents' grades (in the env return), "
                         "never from the answer key: use filter.rewards=[{name: env}]")
@@ -300,14 +361,6 @@ def discussion_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     if config.curriculum.name in ("learnability", "regret"):
         problems.append(f"curriculum.name={config.curriculum.name} reads rewards as pass rates, which grades are "
                         "not: use uniform or sec with generate.mode=discussion")
-    if min(cfg.agents, cfg.rounds, cfg.grade_tokens) < 1:
-        problems.append(f"discussion.agents, rounds and grade_tokens must be at least 1, got {cfg.agents}, "
-                        f"{cfg.rounds} and {cfg.grade_tokens}")
-    if cfg.grade_low >= cfg.grade_high:
-        problems.append(f"discussion.grade_low must be below discussion.grade_high, got "
-                        f"[{cfg.grade_low}, {cfg.grade_high}]")
-    if cfg.unparsed_penalty > 0:
-        problems.append(f"discussion.unparsed_penalty must be at most 0 (a penalty), got {cfg.unparsed_penalty}")
     return problems
 
 
@@ -328,13 +381,9 @@ def build_curriculum(config: RunConfig, heldout: list[Task]) -> Curriculum:
             evolve = cur.evolve
             curriculum = EvolvingPromptPool(curriculum, evolve.every, evolve.fraction, evolve.old_fraction, seed)
     if cur.prefix_fraction > 0:
-        if not 0 < cur.prefix_fraction <= 1:
-            raise TrainingError(f"curriculum.prefix_fraction must lie in (0, 1], got {cur.prefix_fraction}")
         curriculum = PrefixCurriculum(curriculum, cur.prefix_fraction, cur.prefix_per_solution, cur.prefix_decay,
                                       cur.prefix_min_reward, seed=seed)
     if cur.failure_fraction > 0:
-        if not 0 < cur.failure_fraction <= 1:
-            raise TrainingError(f"curriculum.failure_fraction must lie in (0, 1], got {cur.failure_fraction}")
         curriculum = FailureCurriculum(curriculum, cur.failure_fraction)
     return curriculum
 
@@ -375,8 +424,6 @@ def build_scorer(config: RunConfig, policy: HFPolicy | None) -> Scorer:
             raise TrainingError(f"filter.rewards: {error}") from None
         parts.append((reward if getattr(reward, "reads_trajectories", False) else completion_scorer(reward),
                       spec.weight))
-    if not parts:
-        raise TrainingError("filter.rewards is empty: name at least one reward (e.g. verifier)")
     return weighted_scorer(parts)
 
 
@@ -386,8 +433,6 @@ def build_filters(config: RunConfig) -> list[GroupFilter]:
     if cfg.min_reward_std > 0:
         filters.append(MinStdFilter(cfg.min_reward_std))
     if cfg.pass_rate_band is not None:
-        if len(cfg.pass_rate_band) != 2 or not 0 <= cfg.pass_rate_band[0] <= cfg.pass_rate_band[1] <= 1:
-            raise TrainingError(f"filter.pass_rate_band must be [low, high] within [0, 1], got {cfg.pass_rate_band}")
         filters.append(PassRateBand(*cfg.pass_rate_band))
     return filters
 
@@ -410,12 +455,14 @@ def _worker_config(config: RunConfig) -> RunConfig:
 
 def build_reward_worker(config: RunConfig, index: int) -> Scorer:
     """What a Ray reward actor holds: the run's scorer (with its own judge models and sandboxes)."""
+    configure_sandbox(config.sandbox.isolation)
     return build_scorer(_worker_config(config), policy=None)
 
 
 def build_rollout_worker(config: RunConfig, index: int) -> tuple[HFPolicy, RolloutWorker]:
     """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator."""
     config = _worker_config(config)
+    configure_sandbox(config.sandbox.isolation)  # its generator may run code (a python tool, code proposals)
     policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1))
     generation = build_vllm_generation_policy(config, policy) if config.vllm.enabled else policy
     return generation, build_generator(config, generation)
@@ -431,7 +478,14 @@ def build_env_factory(config: RunConfig, name: str) -> Callable[[], Environment]
     from autotelic.dist.envs import RayEnvPool
 
     connect(config.dist)
-    return RayEnvPool(make_env, config.dist.env_workers, config.dist.cpus_per_worker)
+    return RayEnvPool(partial(_sandboxed_env, config.sandbox.isolation, make_env), config.dist.env_workers,
+                      config.dist.cpus_per_worker)
+
+
+def _sandboxed_env(isolation: str, make_env: Callable[[], Environment]) -> Environment:
+    """An environment built in a Ray actor, whose sandboxes (the python tool's) take the run's isolation."""
+    configure_sandbox(isolation)
+    return make_env()
 
 
 def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] | None = None) -> RolloutWorker:
@@ -530,11 +584,8 @@ class Trainer:
     """Owns the run directory, the policy and the four stages; ``run()`` trains to the end."""
 
     def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False):
-        try:
-            self.spec = get_algorithm(config.algorithm.name)
-        except ValueError as error:
-            raise TrainingError(str(error)) from None
-        check_combination(config, self.spec)
+        self.spec = check_run(config)
+        self.isolation = sandbox_isolation(config)  # before the model loads: no isolation, no run
         self.config, self.run_dir = config, run_dir
         random.seed(config.train.seed)
         torch.manual_seed(config.train.seed)
@@ -819,8 +870,9 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         config, state = self.config, self.state
         run_started = time.perf_counter()
+        sandbox = {"sandbox": self.isolation} if self.isolation else {}  # where model-written code ran
         sink = MultiSink(self.run_dir, config.logging.tensorboard, config.logging.wandb, config.logging.mlflow,
-                         to_dict(config))
+                         to_dict(config), sandbox)
         say = print
         try:
             if state.eval_before is None:
@@ -882,7 +934,7 @@ class Trainer:
                 "eval_before": state.eval_before, "eval_after": after.summary(), "steps": state.step,
                 "wall_seconds": round(state.wall_seconds, 1), "train_seconds": round(state.train_seconds, 1),
                 "completion_tokens": state.completion_tokens, "heldout_tasks": len(self.heldout),
-                "model_dir": str(self.run_dir / "model"), "evals": evals,
+                "model_dir": str(self.run_dir / "model"), "evals": evals, **sandbox,
                 **({"value": value} if value is not None else {}),
                 **({"comas": {"before": state.discussion_before, "after": discussion_after}}
                    if self.discussion else {}),
@@ -938,14 +990,30 @@ def _truncate(path: Path, size: int) -> None:
 
 
 def train(config: RunConfig) -> dict[str, Any]:
-    return Trainer(config, new_run_dir(config)).run()
+    check_run(config)  # a bad setting stops before the run directory exists
+    run_dir = new_run_dir(config)
+    was_empty = not any(run_dir.iterdir())
+    try:
+        trainer = Trainer(config, run_dir)
+    except BaseException:  # e.g. damaged weights: no half-made run is left to resume
+        if was_empty:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return trainer.run()
+
+
+def run_config_path(run_dir: Path) -> Path:
+    """The config.yaml of run directory ``run_dir``, which must be one."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise TrainingError(f"{run_dir} is not a run directory (no config.yaml)")
+    return path
 
 
 def resume(run_dir: Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    config_path = run_dir / "config.yaml"
-    if not config_path.is_file():
-        raise TrainingError(f"{run_dir} is not a run directory (no config.yaml)")
+    config_path = run_config_path(run_dir)
     config = load_config(config_path, overrides)
-    if overrides:
+    trainer = Trainer(config, run_dir, resume=True)
+    if overrides:  # the run's config changes only once the overrides proved to work with its checkpoint
         save_config(config, config_path)
-    return Trainer(config, run_dir, resume=True).run()
+    return trainer.run()

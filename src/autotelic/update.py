@@ -275,19 +275,25 @@ class PairsFileError(ValueError):
     """A preference dataset that cannot be read, reported with its file and line."""
 
 
+def _jsonl(path: Path) -> list[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSONL file; a line that is not JSON is named."""
+    rows = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append((number, json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise PairsFileError(f"{path}:{number}: not valid JSON ({error.msg})") from error
+    return rows
+
+
 def load_pairs(path: str | Path) -> list[dict[str, str]]:
     """JSONL rows {"prompt", "chosen", "rejected"} (user message and two assistant replies)."""
     path = Path(path)
     if not path.is_file():
         raise PairsFileError(f"preference dataset not found: {path}")
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise PairsFileError(f"{path}:{number}: not valid JSON ({error.msg})") from error
+    for number, row in _jsonl(path):
         missing = [k for k in ("prompt", "chosen", "rejected") if not isinstance(row, dict) or
                    not isinstance(row.get(k), str)]
         if missing:
@@ -296,4 +302,16 @@ def load_pairs(path: str | Path) -> list[dict[str, str]]:
         rows.append(row)
     if not rows:
         raise PairsFileError(f"preference dataset {path} holds no pairs")
+    return rows
+
+
+def load_rollouts(path: Path) -> list[dict[str, Any]]:
+    """A run's rollouts.jsonl, each row checked for the fields ``pairs_from_rollouts`` reads."""
+    rows = []
+    for number, row in _jsonl(path):
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int) or not isinstance(row.get("prompt"), str) \
+                or not isinstance(row.get("completion"), str) or not isinstance(row.get("reward"), (int, float, type(None))):
+            raise PairsFileError(f"{path}:{number}: a rollout row needs step (int), prompt and completion (text) and "
+                                 "reward (a number or null); was the file edited?")
+        rows.append(row)
     return rows

@@ -90,15 +90,9 @@ def vllm_problems(config: RunConfig) -> list[str]:
     if settings.sleep and config.dist.rollout_workers:
         problems.append("vllm.sleep=true frees the trainer's GPU between in-process rollouts; with "
                         "dist.rollout_workers the engines live in the workers: set vllm.sleep=false")
-    if not 0.0 < settings.gpu_memory_utilization <= 1.0:
-        problems.append(f"vllm.gpu_memory_utilization must be in (0, 1], got {settings.gpu_memory_utilization}")
-    if settings.tensor_parallel_size < 1:
-        problems.append(f"vllm.tensor_parallel_size must be at least 1, got {settings.tensor_parallel_size}")
     if settings.weight_sync == "adapter" and not config.model.lora:
         problems.append("vllm.weight_sync=adapter hands the engine the LoRA adapter, and model.lora is false: set "
                         "model.lora=true or vllm.weight_sync=merged")
-    if settings.cpu_kv_cache_gib < 1:
-        problems.append(f"vllm.cpu_kv_cache_gib must be at least 1, got {settings.cpu_kv_cache_gib}")
     return problems
 
 
