@@ -158,6 +158,14 @@ def _comas(comas: dict[str, Any] | None) -> str:
             f"<table><tr><th></th><th>before</th><th>after</th></tr>{cells}</table>")
 
 
+def _sandbox(isolation: str | None) -> str:
+    """Where model-written code ran (runs that ran none have no such line); the unisolated opt-out stands out."""
+    if isolation is None:
+        return ""
+    warning = " <b>(no isolation: opted out with unsafe_rlimits)</b>" if isolation == "unsafe_rlimits" else ""
+    return f"\n<p>Model-written code ran in the sandbox under <b>{html.escape(isolation)}</b>{warning}.</p>"
+
+
 def write_report(run_dir: Path) -> Path:
     rows = _read_jsonl(run_dir / "metrics.jsonl")
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -170,7 +178,7 @@ def write_report(run_dir: Path) -> Path:
 table{{border-collapse:collapse;display:inline-table;margin-right:2em}} td,th{{border:1px solid #ccc;padding:2px 8px}}</style>
 </head><body><h1>autotelic run {html.escape(run_dir.name)}</h1>
 <p>Held-out accuracy (greedy, {summary['heldout_tasks']} tasks): <b>{before['accuracy']:.1%} &rarr; {after['accuracy']:.1%}</b>
-in {summary['steps']} steps, {summary['wall_seconds'] / 60:.1f} minutes.</p>
+in {summary['steps']} steps, {summary['wall_seconds'] / 60:.1f} minutes.</p>{_sandbox(summary.get('sandbox'))}
 {_table(before, after, 'by_family')}{_table(before, after, 'by_level')}{_comas(summary.get('comas'))}
 {body}{_population(_read_jsonl(run_dir / "population.jsonl"))}</body></html>"""
     path = run_dir / "report.html"

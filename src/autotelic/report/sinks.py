@@ -19,11 +19,12 @@ class MetricSink(Protocol):
 
 
 class JsonlSink:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, fields: dict[str, str] | None = None):
         self.file = path.open("a")
+        self.fields = fields or {}  # written into every row, e.g. the sandbox's isolation
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        self.file.write(json.dumps({"step": step, **metrics}) + "\n")
+        self.file.write(json.dumps({"step": step, **self.fields, **metrics}) + "\n")
         self.file.flush()
 
     def close(self) -> None:
@@ -89,14 +90,15 @@ def _require(package: str, flag: str) -> None:
 
 
 class MultiSink:
-    """Fans every metrics row out to all configured sinks."""
+    """Fans every metrics row out to all configured sinks; ``fields`` (text, not metrics) go to metrics.jsonl."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool, wandb: bool, mlflow: bool, config: dict[str, Any]):
+    def __init__(self, run_dir: Path, tensorboard: bool, wandb: bool, mlflow: bool, config: dict[str, Any],
+                 fields: dict[str, str] | None = None):
         for wanted, package, flag in ((tensorboard, "tensorboard", "tensorboard"), (wandb, "wandb", "wandb"),
                                       (mlflow, "mlflow", "mlflow")):
             if wanted:
                 _require(package, flag)
-        self.sinks: list[MetricSink] = [JsonlSink(run_dir / "metrics.jsonl")]
+        self.sinks: list[MetricSink] = [JsonlSink(run_dir / "metrics.jsonl", fields)]
         if tensorboard:
             self.sinks.append(TensorBoardSink(run_dir / "tensorboard"))
         if wandb:

