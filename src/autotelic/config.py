@@ -787,6 +787,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             loaded = yaml.safe_load(path.read_text())
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {error}".splitlines()[0]) from error
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not text: a recipe is a UTF-8 YAML file") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         data = loaded or {}
