@@ -1,0 +1,176 @@
+"""Faults, with real processes: a run SIGKILLed at several points (generation, update, checkpoint write, export,
+a random moment) and resumed each time ends exactly like an uninterrupted run; a damaged newest checkpoint is
+skipped with a warning; a checkpoint that does not fit the config is refused in one line.
+
+The model is ``random:qwen2-tiny`` (two layers, random weights, the embedded tokenizer): a step takes well under a
+second, so the cost is mostly the processes starting. The length reward varies with what was sampled, so every
+step updates the weights and any divergence after a resume shows in the rewards.
+"""
+
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autotelic.cli import app
+
+pytestmark = pytest.mark.slow
+
+STEPS = 6
+TINY = [
+    "model.path=random:qwen2-tiny", "model.lora=false", "model.threads=1", f"train.steps={STEPS}",
+    "train.checkpoint_every=1", "train.keep_checkpoints=2", "train.max_minutes=null", "control.tasks_per_step=2",
+    "generate.group_size=4", "control.max_new_tokens=6", "curriculum.families=[add]", "curriculum.levels=[1]",
+    "eval.levels=[1]", "eval.per_level=2", "eval.max_new_tokens=4", "eval.every=2", "algorithm.lr=1e-3",
+    "filter.rewards=[{name: verifier}, {name: length, options: {max_chars: 20}}]",
+]
+TIMING = ("time/", "perf/")  # differ between any two runs
+PLAIN_LINE = re.compile(r"^step (\d+)/%d  reward -?\d+\.\d\d(  eval \d+\.\d%%)?  \d+\.\d s/step  ETA \w+$" % STEPS,
+                        re.MULTILINE)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "autotelic.cli", *args]
+
+
+def _rows(path: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith(TIMING)}
+            for line in path.read_text().splitlines()]
+
+
+def _outcome(run_dir: Path) -> dict:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {"metrics": _rows(run_dir / "metrics.jsonl"), "rollouts": _rows(run_dir / "rollouts.jsonl"),
+            "steps": summary["steps"], "evals": summary["evals"],
+            "before": summary["eval_before"]["accuracy"], "after": summary["eval_after"]["accuracy"]}
+
+
+@pytest.fixture(scope="module")
+def whole_run(tmp_path_factory) -> tuple[Path, str]:
+    """An uninterrupted run, its output sent to a file as `autotelic run > log 2>&1` would: (run dir, log)."""
+    runs = tmp_path_factory.mktemp("runs")
+    log = runs / "log"
+    with log.open("w") as out:
+        subprocess.run(_cli("run", *TINY, f"logging.runs_dir={runs}", "logging.run_name=whole"), stdout=out,
+                       stderr=subprocess.STDOUT, check=True, timeout=300)
+    return runs / "whole", log.read_text()
+
+
+def test_log_to_a_file_has_a_plain_line_per_step_and_no_library_warnings(whole_run):
+    _, log = whole_run
+    assert [int(step) for step, _ in PLAIN_LINE.findall(log)] == list(range(1, STEPS + 1)), log
+    evaluated = [int(step) for step, evaluation in PLAIN_LINE.findall(log) if evaluation]
+    assert evaluated == [2, 4]  # eval.every=2; the last step's evaluation is the final one, reported after
+    assert "Warning" not in log and "past_key_values" not in log and "\x1b[" not in log, log
+
+
+# ---- where to kill: each waits, from a run's output lines and files, for one moment of the run ----------------
+def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.time() + timeout
+    while not condition() and time.time() < deadline:
+        time.sleep(0.002)
+
+
+def _after_step(process: subprocess.Popen, step: int) -> bool:
+    """Read the run's plain progress lines until step ``step`` has finished; False if the run ended first."""
+    for line in process.stderr:
+        match = PLAIN_LINE.match(line.rstrip("\n"))
+        if match and int(match.group(1)) >= step:
+            return True
+    return False
+
+
+def _step_times(run_dir: Path, step: int) -> tuple[float, float]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["step"] == step and "time/rollout" in r)  # not the final evaluation's row
+    return row["time/rollout"], row["time/update"]
+
+
+def during_checkpoint_write(process: subprocess.Popen, run_dir: Path, rng: random.Random) -> None:
+    if _after_step(process, 1):  # step 1's checkpoint is written from here on, beside step 2's generation
+        _until(lambda: any(run_dir.glob("checkpoints/*.partial")), timeout=2)
+
+
+def during_generation(process: subprocess.Popen, run_dir: Path, rng: random.Random) -> None:
+    if _after_step(process, 2):  # step 3 generates about as long as step 2 did
+        time.sleep(rng.uniform(0.1, 0.7) * _step_times(run_dir, 2)[0])
+
+
+def during_update(process: subprocess.Popen, run_dir: Path, rng: random.Random) -> None:
+    if _after_step(process, 3):  # step 4 updates once it has generated and step 3's checkpoint is written
+        rollout, update = _step_times(run_dir, 3)
+        time.sleep(rollout)
+        _until(lambda: not any(run_dir.glob("checkpoints/*.partial")))
+        time.sleep(rng.uniform(0.2, 0.8) * update)
+
+
+def at_random(process: subprocess.Popen, run_dir: Path, rng: random.Random) -> None:
+    time.sleep(rng.uniform(3.0, 8.0))  # model load, evaluation, a step or a checkpoint
+
+
+def during_export(process: subprocess.Popen, run_dir: Path, rng: random.Random) -> None:
+    _until(lambda: (run_dir / "model.partial").exists() or process.poll() is not None, timeout=120)
+
+
+def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(tmp_path, whole_run):
+    run_dir, rng = tmp_path / "killed", random.Random(20)
+    command = _cli("run", *TINY, f"logging.runs_dir={tmp_path}", "logging.run_name=killed")
+    for kill_point in (during_checkpoint_write, during_generation, during_update, at_random, during_export):
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+        kill_point(process, run_dir, rng)
+        process.kill()  # SIGKILL; nothing if the run already ended
+        process.wait()
+        model = run_dir / "model"
+        complete = all((model / name).is_file() for name in ("config.json", "model.safetensors", "tokenizer.json"))
+        assert complete or not model.exists(), f"killed {kill_point.__name__}: a model directory with files missing"
+        command = _cli("resume", str(run_dir))
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+
+    assert _outcome(run_dir) == _outcome(whole_run[0])
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000005", "step_000006"]
+    assert not (run_dir / "model.partial").exists()
+
+
+def test_damaged_newest_checkpoint_is_skipped_and_a_foreign_one_refused(tmp_path, whole_run):
+    run_dir = tmp_path / "copy"
+    shutil.copytree(whole_run[0], run_dir)
+    newest = run_dir / "checkpoints" / "step_000006" / "state.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])  # cut short, as by a full disk
+    with (run_dir / "metrics.jsonl").open("a") as metrics:
+        metrics.write('{"step": 7, "reward/me')  # a line the kill cut off
+    (run_dir / "summary.json").unlink()
+    config = (run_dir / "config.yaml").read_text()
+
+    resumed = subprocess.run(_cli("resume", str(run_dir)), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (f"checkpoint {newest.parent} is damaged (state.pt holds 1000 bytes, its manifest says"
+            in resumed.stderr), resumed.stderr
+    assert _outcome(run_dir) == _outcome(whole_run[0])  # step 6 again, from step 5: the same numbers
+
+    runner = CliRunner()
+    foreign = runner.invoke(app, ["resume", str(run_dir), "model.lora=true"])
+    assert foreign.exit_code == 2, foreign.output
+    [message] = foreign.stderr.strip().splitlines()
+    assert re.fullmatch(r"error: checkpoint \S+step_000006 does not fit this run's config: saved weights do not fit "
+                        r"this model \(\d+ tensors missing, e\.g\. .*lora.*\): .*", message), message
+    assert (run_dir / "config.yaml").read_text() == config  # the refused override is not saved
+
+    for checkpoint in (run_dir / "checkpoints").iterdir():
+        (checkpoint / "state.pt").write_bytes(b"garbage")
+    damaged = runner.invoke(app, ["resume", str(run_dir)])
+    assert damaged.exit_code == 2, damaged.output
+    assert re.fullmatch(
+        rf"error: no intact checkpoint in {re.escape(str(run_dir / 'checkpoints'))} \(step_000006: state.pt holds 7 "
+        r"bytes, its manifest says \d+; step_000005: state.pt holds 7 bytes, its manifest says \d+\): delete that "
+        rf"directory to train {re.escape(str(run_dir))} again from step 0, or start a new run",
+        damaged.stderr.strip().splitlines()[-1]), damaged.stderr
