@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from autotelic.config import ConfigError
 from autotelic.report.sinks import MultiSink
 
 
@@ -23,5 +24,5 @@ def test_jsonl_always_and_tensorboard_when_asked(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed here")
 def test_asking_for_a_missing_sink_fails_at_start_with_the_fix(tmp_path):
-    with pytest.raises(RuntimeError, match="logging.wandb=true needs the 'wandb' package: pip install wandb"):
+    with pytest.raises(ConfigError, match="logging.wandb=true needs the 'wandb' package: pip install wandb"):
         MultiSink(tmp_path, tensorboard=False, wandb=True, mlflow=False, config={})

@@ -6,10 +6,11 @@ rather than training for minutes and losing the metrics.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any, Protocol
+
+from autotelic.config import ConfigError, missing_package
 
 
 class MetricSink(Protocol):
@@ -85,8 +86,9 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _require(package: str, flag: str) -> None:
-    if importlib.util.find_spec(package) is None:
-        raise RuntimeError(f"logging.{flag}=true needs the '{package}' package: pip install {package}")
+    problem = missing_package(f"logging.{flag}=true", package, flag)  # the extra of each sink is named after it
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 class MultiSink:
