@@ -106,7 +106,7 @@ def evaluate_command(
     the run's own value model)."""
     _setup_logging()
     from autotelic.evaluate import heldout_tasks
-    from autotelic.train import evaluate_heldout
+    from autotelic.train import evaluate_heldout, sandbox_isolation
     from autotelic.value_model import ValueModel
     from autotelic.vm_mcts import decoding_for
 
@@ -118,6 +118,7 @@ def evaluate_command(
         value_model = ValueModel.load(value_path) if value_path else None
         decoding = decoding_for(config, ev.decoding, value_model)
         decoding.check()  # before the policy loads
+        sandbox_isolation(config)  # code families: the sandbox must work (sandbox.isolation) before the policy loads
         tasks = heldout_tasks(cur.families, ev.levels, ev.per_level, ev.seed)
         result = evaluate_heldout(config, _policy(config, model_dir), tasks, decoding)
     except (*USER_ERRORS, ValueError) as error:
@@ -136,13 +137,14 @@ def value(
     _setup_logging()
     from autotelic.evaluate import heldout_tasks
     from autotelic.rollout.filter import response_scorer
-    from autotelic.train import build_scorer
+    from autotelic.train import build_scorer, sandbox_isolation
     from autotelic.vm_mcts import train_value_model
 
     try:
         config, model_dir = _target_config(target, list(overrides or []))
         held_out = heldout_tasks(config.curriculum.families, config.eval.levels, config.eval.per_level,
                                  config.eval.seed)
+        sandbox_isolation(config)  # before the policy loads
         policy = _policy(config, model_dir)
         _, metrics = train_value_model(policy, config, response_scorer(build_scorer(config, policy)),
                                        {t.uid for t in held_out}, model_dir, out)
