@@ -29,7 +29,8 @@ OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g
 
 
 def _fail(error: Exception) -> None:
-    typer.echo(f"error: {error}", err=True)
+    message = " ".join(str(error).splitlines())  # one line, even from a library's multi-line message
+    typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
 
 
