@@ -42,7 +42,6 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 @dataclass(frozen=True)
 class Layout:
-    name: str
     python: str
     prefix: str  # the sys.prefix programs must see
     probe: bool = True  # whether PROBE lies in its site-packages
@@ -56,7 +55,7 @@ def _with_probe(python: str, prefix: Path) -> Layout:
     site = Path(_run(python, "import site; print(site.getsitepackages()[0])"))
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{PROBE}.py").write_text(f"WHERE = {str(prefix)!r}\n")
-    return Layout(prefix.name, python, str(prefix))
+    return Layout(python, str(prefix))
 
 
 def _venv(path: Path) -> Layout:
@@ -92,25 +91,23 @@ LAYOUTS = ["this", "venv_tmp", "venv_0700_home", "system", "readonly_site", "con
 
 @pytest.fixture(scope="module", params=LAYOUTS)
 def layout(request):
-    """One install layout, built for real in a fresh 0755 directory under /tmp."""
+    """One install layout, built for real in a fresh directory."""
     if request.param in ("system", "conda_like") and not os.path.exists(SYSTEM_PYTHON):
         pytest.skip(f"no system Python at {SYSTEM_PYTHON}")
     if request.param == "this":
-        yield Layout("this", sys.executable, sys.prefix, probe=False)
+        yield Layout(sys.executable, sys.prefix, probe=False)
         return
     if request.param == "system":
-        yield Layout("system", SYSTEM_PYTHON, _run(SYSTEM_PYTHON, "import sys; print(sys.prefix)"), probe=False)
+        yield Layout(SYSTEM_PYTHON, _run(SYSTEM_PYTHON, "import sys; print(sys.prefix)"), probe=False)
         return
-    root = Path(tempfile.mkdtemp(prefix="autotelic-layout-", dir="/tmp"))
-    root.chmod(0o755)
+    in_home = request.param == "venv_0700_home"  # ~/.venv's case: in the real home (/root here), in a 0700 dir
+    root = Path(tempfile.mkdtemp(prefix=".autotelic-layout-", dir=Path.home() if in_home else "/tmp"))
+    if not in_home:
+        root.chmod(0o755)  # a plain directory under /tmp
     site = None
     try:
-        if request.param == "venv_tmp":
-            built = _venv(root / "venv_tmp")
-        elif request.param == "venv_0700_home":
-            home = root / "home"
-            home.mkdir(mode=0o700)
-            built = _venv(home / ".venv")
+        if request.param in ("venv_tmp", "venv_0700_home"):
+            built = _venv(root / ".venv")
         elif request.param == "readonly_site":
             built = _venv(root / "readonly_site")
             site = Path(_run(built.python, "import site; print(site.getsitepackages()[0])"))
