@@ -151,6 +151,8 @@ OVERRIDES = [
     (["dist.async_steps=1"], "dist.async_steps needs dist.rollout_workers >= 1"),
     (["value.decodings=[beam]"], "unknown decoding 'beam' in value.decodings"),
     (["dist.env_workers=1"], "generate.mode=sample has none"),
+    (["control.max_tokens_per_step=100"], "control.max_tokens_per_step=100 fits no task (generate.group_size "
+                                           "x control.max_new_tokens = 192 tokens at most): set it to 192 or more"),
     (["curriculum.families=[add, algebra]"], "unknown task family 'algebra'"),  # found as the run starts
 ]
 
@@ -170,7 +172,8 @@ PACKAGES = [
                    "curriculum.families=[ta_kuhn_poker]"], "generate.env=textarena needs the 'textarena' package"),
     ("textarena", ["curriculum.families=[ta_tictactoe]"], "autotelic[games]"),
     ("playwright", ["generate.mode=episode", "generate.env=web_browser"],
-     "generate.env=web_browser needs the 'playwright' package: pip install playwright, or pip install 'autotelic[web]'"),
+     "generate.env=web_browser needs the 'playwright' package: pip install playwright, or pip install "
+     "'autotelic[web]'"),
     ("tensorboard", ["logging.tensorboard=true"], "logging.tensorboard=true needs the 'tensorboard' package"),
     ("wandb", ["logging.wandb=true"], "logging.wandb=true needs the 'wandb' package: pip install wandb"),
     ("mlflow", ["logging.mlflow=true"], "pip install 'autotelic[mlflow]'"),
@@ -201,7 +204,8 @@ RECIPES = [
     ("generate:\n  group_size: many\n", "config key 'generate.group_size' must be int, got 'many'"),
     ("algorithm:\n  lr: -1.0e-5\n", "algorithm.lr must be above 0, got -1e-05"),
     ("generate:\n  group_size: 1\n", "generate.group_size=1 makes groups of one sample"),
-    ("filter:\n  rewards:\n  - name: verifier\n    options: [1]\n", "config key 'filter.rewards.options' must be a mapping"),
+    ("filter:\n  rewards:\n  - name: verifier\n    options: [1]\n",
+     "config key 'filter.rewards.options' must be a mapping"),
 ]
 
 
@@ -352,12 +356,14 @@ RUN_DIRS = [  # (command, how the run directory is damaged, the message); {run} 
      "{run}/rollouts.jsonl:2: not valid JSON"),
     (["pairs", "--out", "OUT"], lambda run: _rollouts(run, '{"step": 1, "prompt": "p"}\n'),
      "{run}/rollouts.jsonl:1: a rollout row needs step (int), prompt and completion (text) and reward"),
-    (["pairs", "--out", "OUT"], lambda run: _rollouts(run, ROLLOUT + '{"step": "one", "prompt": "p", "completion": '
-                                                      '"c", "reward": "high"}\n'), "{run}/rollouts.jsonl:2: a rollout row"),
+    (["pairs", "--out", "OUT"],
+     lambda run: _rollouts(run, ROLLOUT + '{"step": "one", "prompt": "p", "completion": "c", "reward": "high"}\n'),
+     "{run}/rollouts.jsonl:2: a rollout row"),
 ]
 
 
-@pytest.mark.parametrize("command, damage, message", RUN_DIRS, ids=[f"{c[0]}-{i}" for i, (c, _, _) in enumerate(RUN_DIRS)])
+@pytest.mark.parametrize("command, damage, message", RUN_DIRS,
+                         ids=[f"{command[0]}-{i}" for i, (command, _, _) in enumerate(RUN_DIRS)])
 def test_bad_run_directory_is_named(tmp_path, command, damage, message):
     run = tmp_path / "run"
     if damage is not None:
@@ -390,7 +396,8 @@ def test_a_runs_dir_that_cannot_hold_runs_is_named(tmp_path):
 # ---- end to end: the installed command, in its own process --------------------------------------------
 SUBPROCESSES = [
     (["run", "algorithm.lr=-1"], "error: algorithm.lr must be above 0, got -1.0"),
-    (["run", "model.system_prompt=You", "are", "terse"], "quote the whole override: 'model.system_prompt=You are terse'"),
+    (["run", "model.system_prompt=You", "are", "terse"],
+     "quote the whole override: 'model.system_prompt=You are terse'"),
     (["resume", "nowhere"], "error: nowhere is not a run directory (no config.yaml)"),
 ]
 

@@ -122,7 +122,8 @@ class GenerateConfig:
 
     def problems(self, key: str) -> list[str]:
         return [*_count(f"{key}.group_size", self.group_size), *_positive(f"{key}.temperature", self.temperature),
-                *_fraction(f"{key}.top_p", self.top_p, open_low=True), *_count(f"{key}.tree_branches", self.tree_branches),
+                *_fraction(f"{key}.top_p", self.top_p, open_low=True),
+                *_count(f"{key}.tree_branches", self.tree_branches),
                 *_count(f"{key}.tree_branch_samples", self.tree_branch_samples),
                 *_count(f"{key}.partial_segment_tokens", self.partial_segment_tokens), *_filled(f"{key}.env", self.env)]
 
@@ -162,7 +163,8 @@ class FilterConfig:
         return [*_rule(bool(self.rewards), f"{key}.rewards", self.rewards, "name at least one reward (e.g. "
                        "[{name: verifier}])"),
                 *[p for i, r in enumerate(self.rewards) for p in r.problems(f"{key}.rewards[{i}]")],
-                *_count(f"{key}.max_rounds", self.max_rounds), *_at_least_zero(f"{key}.min_reward_std", self.min_reward_std),
+                *_count(f"{key}.max_rounds", self.max_rounds),
+                *_at_least_zero(f"{key}.min_reward_std", self.min_reward_std),
                 *_fraction(f"{key}.keep_top_fraction", self.keep_top_fraction, open_low=True),
                 *_band(f"{key}.pass_rate_band", self.pass_rate_band)]
 
@@ -195,7 +197,8 @@ class ControlConfig:
     def problems(self, key: str) -> list[str]:
         return [*_count(f"{key}.max_new_tokens", self.max_new_tokens),
                 *_count(f"{key}.max_tokens_per_step", self.max_tokens_per_step),
-                *_count(f"{key}.tasks_per_step", self.tasks_per_step), *_count(f"{key}.min_group_size", self.min_group_size),
+                *_count(f"{key}.tasks_per_step", self.tasks_per_step),
+                *_count(f"{key}.min_group_size", self.min_group_size),
                 *_rule(self.max_group_size >= self.min_group_size, f"{key}.max_group_size", self.max_group_size,
                        f"be at least {key}.min_group_size ({self.min_group_size})"),
                 *_count(f"{key}.early_exit_probe", self.early_exit_probe),
@@ -246,7 +249,8 @@ class EvolveConfig:
         return [*_count(f"{key}.every", self.every, 0), *_fraction(f"{key}.fraction", self.fraction, open_low=True),
                 *_count(f"{key}.variants", self.variants), *_fraction(f"{key}.old_fraction", self.old_fraction),
                 *_filled(f"{key}.model", self.model), *_filled(f"{key}.operations", self.operations),
-                *_positive(f"{key}.temperature", self.temperature), *_count(f"{key}.max_new_tokens", self.max_new_tokens)]
+                *_positive(f"{key}.temperature", self.temperature),
+                *_count(f"{key}.max_new_tokens", self.max_new_tokens)]
 
 
 @dataclass
@@ -672,7 +676,8 @@ class RunConfig:
     def problems(self) -> list[str]:
         """Every setting outside its valid range, one line each; settings that are each valid but do not work
         together are ``train.check_combination``'s."""
-        return [problem for section in dataclasses.fields(self) for problem in getattr(self, section.name).problems(section.name)]
+        return [problem for section in dataclasses.fields(self)
+                for problem in getattr(self, section.name).problems(section.name)]
 
     def check(self) -> None:
         problems = self.problems()

@@ -232,6 +232,10 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     if mode == "tree" and spec.advantage not in ("grpo", "dr_grpo"):
         problems.append(f"generate.mode=tree credits tree segments with group baselines: use a GRPO-family "
                         f"algorithm (grpo, dr_grpo, dapo, gspo), not {spec.name}")
+    worst_group = config.generate.group_size * control.max_new_tokens  # what Budget plans a task at
+    if control.max_tokens_per_step is not None and control.max_tokens_per_step < worst_group:
+        problems.append(f"control.max_tokens_per_step={control.max_tokens_per_step} fits no task (generate.group_size "
+                        f"x control.max_new_tokens = {worst_group} tokens at most): set it to {worst_group} or more")
     if control.early_exit_probe is not None and mode in ("tree", "partial", "selfplay"):
         problems.append(f"control.early_exit_probe works with generate.mode sample or episode, not {mode}")
     problems += async_problems(config)

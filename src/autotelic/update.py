@@ -309,8 +309,10 @@ def load_rollouts(path: Path) -> list[dict[str, Any]]:
     """A run's rollouts.jsonl, each row checked for the fields ``pairs_from_rollouts`` reads."""
     rows = []
     for number, row in _jsonl(path):
-        if not isinstance(row, dict) or not isinstance(row.get("step"), int) or not isinstance(row.get("prompt"), str) \
-                or not isinstance(row.get("completion"), str) or not isinstance(row.get("reward"), (int, float, type(None))):
+        fields = row if isinstance(row, dict) else {}
+        reward = fields.get("reward")
+        if not (isinstance(fields.get("step"), int) and isinstance(fields.get("prompt"), str)
+                and isinstance(fields.get("completion"), str) and (reward is None or isinstance(reward, (int, float)))):
             raise PairsFileError(f"{path}:{number}: a rollout row needs step (int), prompt and completion (text) and "
                                  "reward (a number or null); was the file edited?")
         rows.append(row)
