@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from autotelic.config import load_config
 from autotelic.sandbox import check
 from autotelic.train import runs_model_code, train
@@ -17,6 +19,7 @@ TINY = ["model.path=random:qwen2-tiny", "model.lora=false", "model.threads=1", "
         "eval.max_new_tokens=8", "logging.progress=false", "filter.rewards=[{name: unit_tests}]"]
 
 
+@pytest.mark.slow
 def test_a_code_run_records_the_isolation_it_ran_under(tmp_path):
     config = load_config(None, TINY + [f"logging.runs_dir={tmp_path}", "logging.run_name=code"])
     isolation = check()
@@ -38,6 +41,7 @@ def test_which_runs_run_model_code():
     assert not runs_model_code(load_config(None, ["generate.mode=episode", "generate.env=calculator"]))
 
 
+@pytest.mark.slow
 def test_a_run_without_working_isolation_stops_before_the_model_loads(tmp_path):
     """unshare forced on a PATH without it: the CLI prints the sandbox's one line, exits 2, leaves no run."""
     runs = tmp_path / "runs"
