@@ -514,7 +514,7 @@ def test_setuid_gives_no_root(sandbox):
 
 def test_the_program_cannot_kill_its_parent_or_host_processes(sandbox):
     if not _has_namespaces(sandbox) and os.geteuid() != 0:
-        pytest.xfail("rlimits mode as the caller's uid: the program may signal this test process")
+        pytest.xfail("unsafe_rlimits mode as the caller's uid: the program may signal this test process")
     bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         attempts = [
@@ -677,12 +677,12 @@ def test_unisolated_runs_need_the_opt_in_and_never_run_as_root(bare_machine, mon
     assert box.isolation == "unsafe_rlimits" and result.ok
     assert int(result.stdout) == (NOBODY if os.geteuid() == 0 else os.getuid())
     assert any("UNSAFE" in r.getMessage() and "WITHOUT isolation" in r.getMessage() for r in caplog.records)
-    closed = next((p for p in Path(sys.executable).resolve().parents if not p.stat().st_mode & 0o001), None)
+    closed = next((p for p in reversed(Path(sys.executable).parents) if not p.stat().st_mode & 0o001), None)
     if os.geteuid() == 0 and closed is not None:  # e.g. pyenv in /root: nobody cannot run it, and root may not
         assert _refusal(python=sys.executable, isolation="unsafe_rlimits") == (
             f"sandbox: sandbox.isolation=unsafe_rlimits does not work here (unsafe_rlimits: nobody cannot run "
-            f"{sys.executable}: {closed} is mode 0700 (use a Python installed outside it, e.g. /usr/bin/python3 -m "
-            f"venv /opt/venv, or chmod o+x {closed}))")
+            f"{sys.executable}: {closed} is mode {closed.stat().st_mode & 0o7777:04o} (use a Python installed outside "
+            f"it, e.g. /usr/bin/python3 -m venv /opt/venv, or chmod o+x {closed}))")
 
 
 def test_an_interpreter_in_the_sandbox_work_dir_is_refused():
