@@ -200,9 +200,8 @@ def _system_mounts() -> tuple[str, ...]:
 def _binds(dirs: tuple[str, ...]) -> tuple[str, ...]:
     """Read-only binds of the interpreter's dirs outside the system ones, their missing parents made 0755
     (bwrap would make them 0700, closed to nobody, e.g. a 0700 home's stand-in)."""
-    system = [d for d in _SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
     args: list[str] = []
-    bound, made = list(system), {"/tmp"}
+    bound, made = [d for d in _SYSTEM_DIRS if os.path.isdir(d)], {"/tmp"}  # with /bin etc. (links to /usr's)
     for d in sorted(dirs, key=len):
         if any(d == b or d.startswith(b + "/") for b in bound):
             continue
