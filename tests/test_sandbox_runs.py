@@ -42,12 +42,20 @@ def test_which_runs_run_model_code():
 
 
 @pytest.mark.slow
-def test_a_run_without_working_isolation_stops_before_the_model_loads(tmp_path):
-    """unshare forced on a PATH without it: the CLI prints the sandbox's one line, exits 2, leaves no run."""
+def test_a_run_without_working_isolation_stops_before_the_model_loads(tmp_path, embedded_dir):
+    """unshare forced on a PATH without it: the CLI prints the sandbox's one line, exits 2, leaves no run. The
+    model's weights are damaged, which only loading them shows: the sandbox's message proves it came first."""
+    model = tmp_path / "model"
+    model.mkdir()
+    for file in embedded_dir.iterdir():
+        (model / file.name).symlink_to(file)
+    (model / "model.safetensors").unlink()
+    (model / "model.safetensors").write_bytes(b"\x00" * 1000)
     runs = tmp_path / "runs"
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "autotelic.cli", "run", *TINY, "sandbox.isolation=unshare",
-                           f"logging.runs_dir={runs}"], capture_output=True, text=True, check=False,
+    done = subprocess.run([sys.executable, "-m", "autotelic.cli", "run", *TINY, f"model.path={model}",
+                           "sandbox.isolation=unshare", f"logging.runs_dir={runs}"],
+                          capture_output=True, text=True, check=False,
                           env={"PATH": str(tmp_path), "HOME": str(tmp_path)}, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
