@@ -113,6 +113,10 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     problem = damage(path)
     if problem is not None:
         raise CheckpointError(f"checkpoint {path} is damaged: {problem}")
+    return _read(path)
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
         return torch.load(path / STATE, weights_only=False)
     except Exception as error:  # intact bytes this version cannot unpickle
@@ -127,8 +131,8 @@ def load_latest(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
     for path in reversed(found):
         problem = damage(path)
         if problem is None:
-            return path, load_checkpoint(path)
-        log.warning("checkpoint %s is damaged (%s): skipped, resuming from the one before it", path, problem)
+            return path, _read(path)
+        log.warning("checkpoint %s is damaged (%s): skipped for the one before it", path, problem)
         damaged.append(f"{path.name}: {problem}")
     if found:
         raise CheckpointError(f"no intact checkpoint in {run_dir / 'checkpoints'} ({'; '.join(damaged)}): "

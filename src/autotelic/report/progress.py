@@ -47,7 +47,6 @@ class ProgressDisplay:
                                            accuracy="-" if accuracy is None else f"{accuracy:.1%}", tok_s="-", mix="-")
 
     def __enter__(self) -> "ProgressDisplay":
-        self.started = time.perf_counter()
         self.progress.start()
         return self
 
