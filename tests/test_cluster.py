@@ -20,6 +20,9 @@ import pytest
 
 from autotelic.dist.actors import ClusterUnreachableError, check_address
 
+# Ray instances and several processes at once: one xdist worker runs them in turn, on every core.
+pytestmark = [pytest.mark.all_cores, pytest.mark.xdist_group("ray")]
+
 RECIPE = Path(__file__).parent.parent / "recipes" / "default.yaml"
 
 

@@ -29,6 +29,9 @@ from autotelic.tasks import get_family
 from autotelic.train import Trainer, TrainingError, build_reward_worker, build_rollout_worker, build_scorer, new_run_dir
 from autotelic.types import Group, Sample, Task
 
+# Ray instances and several processes at once: one xdist worker runs them in turn, on every core.
+pytestmark = [pytest.mark.all_cores, pytest.mark.xdist_group("ray")]
+
 CONFIG = ["model.threads=1", "model.lora=true", "model.lora_rank=8", "curriculum.families=[add]",
           "curriculum.levels=[1]", "control.max_new_tokens=8", "eval.levels=[1]", "eval.per_level=1",
           "eval.max_new_tokens=8", "eval.every=0", "logging.progress=false", "train.max_minutes=null"]

@@ -17,6 +17,9 @@ from autotelic.dist.fsdp import FSDPTrainGroup, TrainWorkerError, _shares
 from autotelic.types import Group, Sample, Task
 from autotelic.update import dpo_update, policy_gradient_update, rollout_pairs
 
+# Ray instances and several processes at once: one xdist worker runs them in turn, on every core.
+pytestmark = [pytest.mark.all_cores, pytest.mark.xdist_group("ray")]
+
 # one group per micro-batch and two passes over the batch: the ranks' shares take 2 and 1 micro-batches, and the
 # second pass reads the weights the first step wrote
 CONFIG = ["model.threads=1", "model.lora=true", "model.lora_rank=8", "algorithm.lr=1e-3",

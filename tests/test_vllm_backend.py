@@ -287,6 +287,7 @@ def test_cpu_tensor_parallel_ranks_get_disjoint_cores():
 
 
 @pytest.mark.slow
+@pytest.mark.all_cores  # a rank per core
 def test_tensor_parallel_engine_takes_the_weights_in_its_worker_processes():
     """vllm.tensor_parallel_size=2 (two CPU ranks here, a tiny Qwen2 with its two KV heads split): the weights reach
     both worker processes, and the engine's sampled log-probs are the updated policy's, not the initial ones."""

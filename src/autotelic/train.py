@@ -29,7 +29,7 @@ import torch
 
 from autotelic.algorithms import ADVANTAGE_ESTIMATORS, AlgorithmSpec, get_algorithm
 from autotelic.backends import PolicyBackend
-from autotelic.backends.embedded import RANDOM_PREFIX
+from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError
 from autotelic.backends.hf import HFPolicy, model_dir_problem, resolve_device
 from autotelic.backends.vllm import build_vllm_generation_policy, require_vllm, vllm_problems
 from autotelic.checkpoint import CheckpointWriter, load_latest
@@ -177,7 +177,10 @@ def check_run(config: RunConfig) -> AlgorithmSpec:
     problems = package_problems(config) + model_problems(config)
     if problems:
         raise ConfigError("; ".join(problems))
-    resolve_device(config.model.device)  # a GPU asked for where none is visible
+    try:
+        resolve_device(config.model.device)
+    except ModelFileError as error:  # a GPU asked for where none is visible: a setting, not a model file
+        raise ConfigError(str(error)) from None
     try:
         spec = get_algorithm(config.algorithm.name)
     except ValueError as error:
