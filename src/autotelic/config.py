@@ -78,7 +78,7 @@ class ModelConfig:
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
     threads: int | None = None
-    """torch intra-op threads; None uses every core this process may run on (its CPU affinity)."""
+    """torch intra-op threads, at most the cores this process may run on (its CPU affinity); None: all of them."""
     device: str = "cpu"
     """Where the policy generates and trains: cpu, cuda, cuda:N, or auto (the GPU when one is visible)."""
     system_prompt: str | None = None

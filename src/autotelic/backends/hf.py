@@ -169,7 +169,8 @@ class HFPolicy:
                  max_grad_norm: float = 1.0, seed: int = 0):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        torch.set_num_threads(config.threads or len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))  # more threads than the cores we may run on only contend for them
+        torch.set_num_threads(min(config.threads or cores, cores))
         keep_freed_memory_in_process()
         # Values below 1e-38 (tiny attention weights, small gradients) take a slow microcode path on
         # x86; flushing them to zero changes nothing measurable and speeds a CPU step by ~10%.
