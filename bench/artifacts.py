@@ -1,0 +1,92 @@
+"""One JSON per bench run under bench/results/: what ran, on which code, on which machine, and what came out.
+
+Every figure quoted in docs/results.md and bench/RESULTS.md should point at one of these files. The machine
+is read from the machine itself while the bench runs (CPU model and flags, the cores this process may use,
+memory, torch and its threads), not from what the docs say it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypedDict
+
+from stats import Comparison  # bench/stats.py: the importing script's directory is on sys.path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Revision(TypedDict):
+    commit: str
+    dirty: bool  # tracked files differ from the commit: the numbers may not reproduce from it alone
+
+
+def revision() -> Revision:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+
+    return Revision(commit=git("rev-parse", "HEAD"), dirty=bool(git("status", "--porcelain", "--untracked-files=no")))
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's block of /proc/cpuinfo (the others repeat it)."""
+    fields: dict[str, str] = {}
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def _mem_total_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return round(int(line.split()[1]) / 2**20, 1)
+    raise RuntimeError("/proc/meminfo has no MemTotal")
+
+
+def machine() -> dict[str, Any]:
+    cpu = _cpuinfo()
+    torch = sys.modules.get("torch")  # described when the bench uses it; importing it here would cost seconds
+    return {
+        "cpu_model": cpu.get("model name", platform.processor()),
+        "cpu_flags": cpu.get("flags", "").split(),
+        "logical_cpus": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)),  # what this process may run on, under taskset or a cgroup
+        "mem_total_gib": _mem_total_gib(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        **({"torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None} if torch else {}),
+    }
+
+
+def write(bench: str, rows: list[dict[str, Any]], comparisons: list[Comparison],
+          summary: dict[str, Any] | None = None, directory: Path = RESULTS) -> Path:
+    """Write ``<directory>/<bench>-<UTC timestamp>.json``; ``rows``: one per arm and seed, each naming both."""
+    missing = [row for row in rows if not {"arm", "seed"} <= row.keys()]
+    if missing:
+        raise ValueError(f"every row names its arm and seed: {missing[0]}")
+    now = datetime.now(timezone.utc)
+    record = {
+        "bench": bench,
+        "command": shlex.join(["python", *sys.argv]),
+        "written_utc": now.isoformat(timespec="seconds"),
+        "revision": revision(),
+        "machine": machine(),
+        "rows": rows,
+        "comparisons": comparisons,
+        "summary": summary or {},
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{bench}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
