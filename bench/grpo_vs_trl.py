@@ -11,14 +11,14 @@ Arms:
 - autotelic_lora: LoRA r=32, lr 4e-4 (recipes/lora.yaml), for reference.
 
 Fairness: the process-wide settings autotelic's policy applies (torch threads = the cores we may use, glibc
-keeping freed memory, denormals flushed) are applied first, before any arm exists, so every arm and every
-thread it starts runs under them (each arm's torch worker threads are started by its own thread, after them).
-Each arm runs in its own thread, since TRL's train() owns its loop and a thread can pause it between steps
-unchanged, but only one arm runs at a time: the main thread hands each one step in turn, in a fresh random order every round, so a drift in the machine's speed falls on
-every arm alike. The first round (model load, warm-up step) is not timed; each timed step is the wall time of
-one handed-out step, TRL's logging and batch fetch included. Peak RSS: getrusage's maximum is per process, so
-each arm first runs alone in a child process with the same settings (model load, warm-up and one step, whose
-time is printed as "alone" to cross-check the interleaved medians).
+keeping freed memory, denormals flushed) are applied first, before any arm exists, so every arm and every thread
+it starts runs under them (each arm's torch worker threads are started by its own thread, after them). Each arm
+runs in its own thread, since TRL's train() owns its loop and a thread can pause it between steps unchanged, but
+only one arm runs at a time: the main thread hands each one step in turn, in a fresh random order every round, so
+a drift in the machine's speed falls on every arm alike. The first round (model load, warm-up step) is not timed;
+each timed step is the wall time of one handed-out step, TRL's logging and batch fetch included. Peak RSS:
+getrusage's maximum is per process, so each arm first runs alone in a child process with the same settings (model
+load, warm-up and one step, whose time is printed as "alone" to cross-check the interleaved medians).
 
     python bench/grpo_vs_trl.py [--steps 5]
 
