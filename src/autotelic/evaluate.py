@@ -1,8 +1,8 @@
 """Held-out evaluation on a fixed task set the trainer never draws from.
 
 Decoding strategies, compared at the same completion-token budget per task: ``greedy``;
-``best_of_n`` (samples until the budget is spent, the answer picked by the value model or, as an
-oracle upper bound, by the verifier); ``vm_mcts`` (line-level tree search guided by the value
+``best_of_n`` (samples while another whole one fits in the budget, the answer picked by the value
+model or, as an oracle upper bound, by the verifier); ``vm_mcts`` (line-level tree search guided by the value
 model, which also picks the final answer). Each record notes the tokens its task spent.
 """
 
@@ -95,16 +95,18 @@ def _greedy(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int) -> li
 
 def _best_of_n(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, decoding: Decoding,
                ) -> list[tuple[str, int]]:
-    """Samples, one per task per wave, until each task's token budget is spent; then the best one."""
+    """Samples, one per task per wave, while another whole sample fits in the task's token budget (a sample
+    may run to its cap, so the budget is never exceeded); then the best one."""
     budget = decoding.budget(max_new_tokens)
+    cap = min(max_new_tokens, budget)
     sampler = PolicySampler(policy, temperature=decoding.search.temperature)
     candidates: list[list[str]] = [[] for _ in tasks]
     spent = [0] * len(tasks)
     while True:
-        open_rows = [i for i in range(len(tasks)) if spent[i] < budget]
+        open_rows = [i for i in range(len(tasks)) if spent[i] + cap <= budget]
         if not open_rows:
             break
-        for i, group in zip(open_rows, sampler.generate([tasks[i] for i in open_rows], 1, max_new_tokens)):
+        for i, group in zip(open_rows, sampler.generate([tasks[i] for i in open_rows], 1, cap)):
             candidates[i].append(group.samples[0].text)
             spent[i] += len(group.samples[0].token_ids)
     chosen = []
