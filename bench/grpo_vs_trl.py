@@ -29,7 +29,6 @@ median s/step over autotelic_all_groups') and speedup_vs_trl=Y (the same over au
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import resource
 import subprocess
@@ -42,25 +41,19 @@ from pathlib import Path
 
 import torch
 
-import artifacts  # bench/artifacts.py and bench/stats.py: this script's directory is on sys.path
+import artifacts  # bench/artifacts.py, stats.py and trl_peer.py: this script's directory is on sys.path
 import stats
+from trl_peer import PeerSettings, apply_process_settings, grpo_trainer
 from autotelic.backends.embedded import embedded_model_dir
-from autotelic.backends.hf import keep_freed_memory_in_process
 from autotelic.config import load_config
-from autotelic.rewards.verifiers import first_integer_matches
+from autotelic.tasks import task_uid
 from autotelic.train import Trainer
+from autotelic.types import Task
 
 PROMPTS, GROUP, NEW_TOKENS, LR = 8, 4, 24, 1e-5
 ALONE_STEPS = 2  # warm-up and one step: the optimizer state exists from the first update on
 
 Pause = Callable[[], None]  # an arm calls it after every step and resumes when handed its next one
-
-
-def apply_process_settings() -> None:
-    """What HFPolicy applies, once and before any arm: threads started later inherit the denormal flush."""
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
-    keep_freed_memory_in_process()
-    torch.set_flush_denormal(True)
 
 
 def denormals_flushed() -> bool:
@@ -69,42 +62,31 @@ def denormals_flushed() -> bool:
     return bool(torch.full((1 << 20,), 1e-40).mul(1.0).eq(0).all())
 
 
-def addition_prompts(count: int, seed: int = 0) -> list[tuple[str, str]]:
+def addition_tasks(count: int, seed: int = 0) -> list[Task]:
+    """Single-digit additions, scored by the add family's strict first-integer verifier."""
     rng = random.Random(seed)
     pairs = [(rng.randint(0, 9), rng.randint(0, 9)) for _ in range(count)]
-    return [(f"What is {a} + {b}? Reply with only the number.", str(a + b)) for a, b in pairs]
+    prompts = [f"What is {a} + {b}? Reply with only the number." for a, b in pairs]
+    return [Task(prompt=prompt, answer=str(a + b), family="add", level=1, uid=task_uid("add", prompt))
+            for prompt, (a, b) in zip(prompts, pairs)]
 
 
 def trl_arm(steps: int, checkpointing: bool | None) -> Callable[[Pause, dict], None]:
     """TRL's GRPOTrainer.train(), unmodified, pausing after each optimizer step. ``None``: TRL's default."""
     def body(pause: Pause, row: dict) -> None:
-        from datasets import Dataset
-        from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-        from trl import GRPOConfig, GRPOTrainer
-
-        model_dir = embedded_model_dir()
-        rows = addition_prompts(PROMPTS * steps)
-        dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q}], "answer": a} for q, a in rows])
-
-        def reward(completions, answer, **_):
-            return [first_integer_matches(c[0]["content"], a) for c, a in zip(completions, answer)]
+        from transformers import TrainerCallback
 
         class Handoff(TrainerCallback):
             def on_step_end(self, *args, **kwargs):
                 row["groups_trained"].append(PROMPTS)
                 pause()
 
-        chosen = {} if checkpointing is None else {"gradient_checkpointing": checkpointing}
+        settings = PeerSettings(prompts=PROMPTS, group=GROUP, new_tokens=NEW_TOKENS, lr=LR, temperature=1.0,
+                                steps=steps, checkpointing=checkpointing)
         with tempfile.TemporaryDirectory() as out:
-            args = GRPOConfig(
-                output_dir=out, per_device_train_batch_size=PROMPTS * GROUP, num_generations=GROUP,
-                max_completion_length=NEW_TOKENS, learning_rate=LR, beta=0.0, temperature=1.0, max_steps=steps,
-                logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=0, **chosen,
-            )
-            row["gradient_checkpointing"] = args.gradient_checkpointing
-            trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
-                                  reward_funcs=reward, args=args, train_dataset=dataset,
-                                  processing_class=AutoTokenizer.from_pretrained(model_dir), callbacks=[Handoff()])
+            trainer = grpo_trainer(str(embedded_model_dir()), addition_tasks(PROMPTS * steps), settings, out,
+                                   [Handoff()])
+            row["gradient_checkpointing"] = trainer.args.gradient_checkpointing
             trainer.train()
     return body
 
