@@ -140,7 +140,7 @@ def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, ite
            token_budget: int | None = None) -> list[SearchTree]:
     """Runs MCTS on every task at once; each iteration expands one leaf per tree."""
     line_end = policy.token_ids_containing("\n")
-    trees = [SearchTree(task, policy.encode_prompt(task.prompt, task.response_prefix), [Node([], None, False)])
+    trees = [SearchTree(task, policy.encode_prompt(task.chat, task.response_prefix), [Node([], None, False)])
              for task in tasks]
     for _ in range(iterations):
         active = [t for t in trees if not t.nodes[0].exhausted

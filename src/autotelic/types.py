@@ -23,6 +23,14 @@ class Task:
     response_prefix: str = ""
     """Text the assistant's reply starts with, already written (ReST-GRPO partial-solution prompts):
     the policy continues it; verifiers score ``response_prefix + completion``."""
+    messages: tuple[dict[str, str], ...] | None = field(default=None, hash=False, compare=False)
+    """A chat prompt (``{role, content}`` messages, e.g. a system message then the user's) from a user's data
+    file; ``prompt`` then holds its text for logs and identity. None: ``prompt`` is the one user message."""
+
+    @property
+    def chat(self) -> str | list[dict[str, str]]:
+        """What the policy is prompted with: the chat messages, or the user message alone."""
+        return list(self.messages) if self.messages is not None else self.prompt
 
     def full_response(self, completion: str) -> str:
         return self.response_prefix + completion

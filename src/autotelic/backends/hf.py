@@ -55,11 +55,12 @@ def keep_freed_memory_in_process() -> None:
     libc.mallopt(m_top_pad, 256 * 1024 * 1024)
 
 
-def encode_chat(tokenizer, user_message: str, response_prefix: str = "", system_prompt: str | None = None,
-                ) -> list[int]:
-    """Token ids of a one-message chat up to the assistant's turn, then ``response_prefix``."""
-    messages = [{"role": "user", "content": user_message}]
-    if system_prompt is not None:
+def encode_chat(tokenizer, user_message: str | list[dict[str, str]], response_prefix: str = "",
+                system_prompt: str | None = None) -> list[int]:
+    """Token ids of a chat up to the assistant's turn, then ``response_prefix``: one user message, or whole chat
+    messages (``Task.chat``); ``system_prompt`` goes first unless the messages bring their own."""
+    messages = [{"role": "user", "content": user_message}] if isinstance(user_message, str) else list(user_message)
+    if system_prompt is not None and messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": system_prompt})
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return tokenizer(text + response_prefix, add_special_tokens=False).input_ids
@@ -207,7 +208,7 @@ class HFPolicy:
         self._ids_containing: dict[str, list[int]] = {}
 
     # ---- text <-> tokens -------------------------------------------------------------------
-    def encode_prompt(self, user_message: str, response_prefix: str = "") -> list[int]:
+    def encode_prompt(self, user_message: str | list[dict[str, str]], response_prefix: str = "") -> list[int]:
         """The chat prompt up to the assistant's turn, plus ``response_prefix`` as the reply's start."""
         return encode_chat(self.tokenizer, user_message, response_prefix, self.config.system_prompt)
 

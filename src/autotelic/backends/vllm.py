@@ -292,7 +292,7 @@ class VLLMPolicy:
     def version(self, value: int) -> None:  # a Ray rollout actor sets it with the weights it loads
         self.policy.version = value
 
-    def encode_prompt(self, user_message: str, response_prefix: str = "") -> list[int]:
+    def encode_prompt(self, user_message: str | list[dict[str, str]], response_prefix: str = "") -> list[int]:
         return self.policy.encode_prompt(user_message, response_prefix)
 
     def encode_completion(self, text: str) -> list[int]:

@@ -24,6 +24,6 @@ class SelfCertaintyReward:
         if not completions:
             return []
         # completions already include any response prefix; the prefix belongs to the prompt side
-        prompt = self.backend.encode_prompt(task.prompt, task.response_prefix)
+        prompt = self.backend.encode_prompt(task.chat, task.response_prefix)
         replies = [self.backend.encode_completion(text[len(task.response_prefix):]) for text in completions]
         return self.backend.self_certainty([prompt], replies, len(replies))

@@ -63,7 +63,7 @@ class PolicySampler:
         """The groups, and the backend's completions behind them (with per-step entropies)."""
         if not tasks:
             return [], []
-        prompts = [self.policy.encode_prompt(task.prompt, task.response_prefix) for task in tasks]
+        prompts = [self.policy.encode_prompt(task.chat, task.response_prefix) for task in tasks]
         outputs = self.policy.generate(prompts, sizes_per_task(sizes, len(tasks)), max_new_tokens, self.temperature,
                                        self.top_p, greedy=self.greedy)
         groups = [Group(task=task, prompt_ids=prompt, samples=[_sample(self.policy, c) for c in completions])
