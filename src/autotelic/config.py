@@ -61,6 +61,17 @@ def _filled(key: str, value: list[Any] | str | None) -> list[str]:
     return [] if value is None or len(value) > 0 else [f"{key} is empty: give a value, or leave it out for the default"]
 
 
+DATA_COLUMNS = ("prompt", "answer", "tests", "level", "difficulty")
+"""The columns of a user's data that autotelic reads (``tasks/files.py``); ``curriculum.columns`` renames them."""
+
+
+def _column(key: str, role: str, column: Any) -> list[str]:
+    """One entry of a column mapping: a column autotelic reads, mapped to a name in the data."""
+    if role not in DATA_COLUMNS:
+        return [f"{key} maps unknown column '{role}'; valid: {', '.join(DATA_COLUMNS)}"]
+    return _rule(isinstance(column, str) and bool(column), f"{key}.{role}", column, "be a column name")
+
+
 DEVICE = re.compile(r"cpu|auto|cuda(:\d+)?|mps")
 
 
@@ -260,6 +271,11 @@ class CurriculumConfig:
     Self-Evolving Curriculum), uniform, regret (eva: a prompt pool drawn by informativeness) or test_time
     (TTRL: the pool is the held-out prompts themselves, their answers never read; needs a label-free reward)."""
     families: list[str] = field(default_factory=lambda: ["add", "compare", "successor", "rg_chain_sum"])
+    """Task families: ours (add, humaneval, ...), rg_<reasoning-gym dataset>, or your own data as file:PATH (JSONL,
+    JSON, CSV, Parquet) or hf:NAME[:CONFIG][:SPLIT] (a save_to_disk directory, a local file or a hub dataset)."""
+    columns: dict[str, str] = field(default_factory=dict)
+    """Your data's column names for the ones autotelic reads (prompt, answer, tests, level, difficulty), e.g.
+    {prompt: question, answer: solution}."""
     levels: list[int] = field(default_factory=lambda: [1, 2, 3])
     temperature: float = 0.1
     """Boltzmann temperature over arm values; lower is greedier."""
@@ -292,6 +308,7 @@ class CurriculumConfig:
 
     def problems(self, key: str) -> list[str]:
         return [*_filled(f"{key}.families", self.families), *_filled(f"{key}.levels", self.levels),
+                *[p for role, column in self.columns.items() for p in _column(f"{key}.columns", role, column)],
                 *[p for level in self.levels for p in _count(f"{key}.levels entry", level)],
                 *_positive(f"{key}.temperature", self.temperature), *_fraction(f"{key}.ema", self.ema, open_low=True),
                 *_fraction(f"{key}.prior_pass_rate", self.prior_pass_rate),

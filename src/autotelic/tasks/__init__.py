@@ -1,7 +1,8 @@
 """Procedural task families with verifiers: the creator's raw material.
 
 A family turns (rng, level) into a Task and scores a completion of it. ``get_family`` looks a
-family up by name; families from reasoning-gym register under the ``rg_`` prefix.
+family up by name; families from reasoning-gym register under the ``rg_`` prefix, a user's data under
+``file:`` and ``hf:`` (``tasks/files.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class UnknownFamilyError(ValueError):
 
 def get_family(name: str) -> TaskFamily:
     from autotelic.tasks.code import CODE_FAMILIES
+    from autotelic.tasks.files import data_family, is_data_family
     from autotelic.tasks.games import GAME_FAMILIES
     from autotelic.tasks.numbers import NUMBER_FAMILIES
     from autotelic.tasks.rgym import reasoning_gym_family
@@ -38,7 +40,10 @@ def get_family(name: str) -> TaskFamily:
         return families[name]
     if name.startswith("rg_"):
         return reasoning_gym_family(name[len("rg_"):])
-    known = ", ".join(sorted(families)) + ", rg_<reasoning-gym dataset> (e.g. rg_chain_sum)"
+    if is_data_family(name):
+        return data_family(name)
+    known = ", ".join(sorted(families)) + (", rg_<reasoning-gym dataset> (e.g. rg_chain_sum), file:PATH (your JSONL, "
+                                           "JSON, CSV or Parquet) or hf:NAME[:CONFIG][:SPLIT]")
     raise UnknownFamilyError(f"unknown task family '{name}'; known: {known}")
 
 
