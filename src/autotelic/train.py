@@ -67,7 +67,8 @@ from autotelic.evaluate import (
 )
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
-from autotelic.rewards import build_reward, reward_names
+from autotelic.rewards import build_reward, is_custom, reward_names
+from autotelic.rewards.custom import reward_problems
 from autotelic.rewards.web import web_metrics
 from autotelic.rollout.asynchronous import AsyncRollouts, staleness_metrics
 from autotelic.rollout.control import Budget
@@ -112,6 +113,7 @@ from autotelic.rollout.selfplay import SelfPlaySampler
 from autotelic.sandbox import check as check_sandbox
 from autotelic.sandbox import configure as configure_sandbox
 from autotelic.tasks.code import CODE_FAMILIES
+from autotelic.tasks.files import data_family, data_problems, is_data_family
 from autotelic.types import Group, Task
 from autotelic.update import (
     PreferencePair,
@@ -174,7 +176,7 @@ def check_run(config: RunConfig) -> AlgorithmSpec:
     settings out of range (ConfigError), missing optional packages and model files (ConfigError), settings that
     do not work together (TrainingError)."""
     config.check()
-    problems = package_problems(config) + model_problems(config)
+    problems = package_problems(config) + model_problems(config) + own_problems(config)
     if problems:
         raise ConfigError("; ".join(problems))
     try:
@@ -205,6 +207,12 @@ def package_problems(config: RunConfig) -> list[str]:
         if wanted:
             needs.append((f"logging.{flag}=true", flag, flag))
     return [problem for need in needs if (problem := missing_package(*need)) is not None]
+
+
+def own_problems(config: RunConfig) -> list[str]:
+    """The user's data files (read with ``curriculum.columns``) and reward functions (imported), checked here."""
+    return [*data_problems(config.curriculum.families, config.curriculum.columns),
+            *reward_problems([reward.name for reward in config.filter.rewards])]
 
 
 def model_problems(config: RunConfig) -> list[str]:
@@ -284,7 +292,7 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
     known_rewards = [*reward_names(), "env"]
     problems += [f"unknown reward '{r.name}' in filter.rewards; valid: {', '.join(known_rewards)}"
-                 for r in config.filter.rewards if r.name not in known_rewards]
+                 for r in config.filter.rewards if r.name not in known_rewards and not is_custom(r.name)]
     problems += [f"unknown decoding '{d}' in value.decodings; valid: {', '.join(DECODINGS)}"
                  for d in config.value.decodings if d not in DECODINGS]
     if mode == "propose":
@@ -297,9 +305,10 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
 
 def runs_model_code(config: RunConfig) -> bool:
     """Whether the run executes model-written code: code task families (scored by their tests), the unit_tests
-    reward, the python tool, or code proposals."""
+    reward, the python tool, code proposals, or data rows with tests."""
     gen, propose = config.generate, config.propose
-    return (any(name in CODE_FAMILIES for name in config.curriculum.families)
+    return (any(name in CODE_FAMILIES or is_data_family(name) and data_family(name).runs_code
+                for name in config.curriculum.families)
             or any(r.name == "unit_tests" for r in config.filter.rewards) or gen.env == "python"
             or gen.mode == "propose" and (propose.kind == "code" or propose.executor_tools == "python"))
 

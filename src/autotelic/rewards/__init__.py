@@ -55,13 +55,23 @@ _NOT_OPTIONS = {"backend", "extract", "similarity"}
 NEEDS_BACKEND = {"judge", "web_judge", "self_certainty"}
 
 
+def is_custom(name: str) -> bool:
+    """Whether a ``filter.rewards`` name points at a user's function (``module:fn`` or ``file.py:fn``)."""
+    return ":" in name
+
+
 def reward_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
 def build_reward(name: str, options: dict[str, Any] | None = None,
                  backend: PolicyBackend | None = None) -> RewardFunction:
-    """The reward function called ``name``, configured from ``options`` (its constructor's arguments)."""
+    """The reward function called ``name``, configured from ``options`` (its constructor's arguments); a name with
+    a colon is a user's function (``my_pkg.rewards:fn`` or ``file.py:fn``, see ``rewards/custom.py``)."""
+    if is_custom(name):
+        from autotelic.rewards.custom import CustomReward
+
+        return CustomReward(name, dict(options or {}))
     if name not in _REGISTRY:
         raise ValueError(f"unknown reward '{name}'; valid: {', '.join(reward_names())}")
     module, class_name = _REGISTRY[name]

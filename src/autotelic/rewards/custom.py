@@ -1,0 +1,134 @@
+"""Your own reward function, named in ``filter.rewards`` by ``my_pkg.rewards:fn`` (a module on PYTHONPATH or
+installed) or ``path/to/file.py:fn``; a reward written for TRL's GRPOTrainer works unchanged.
+
+It is called once per group, TRL's way: ``fn(prompts=[...], completions=[...], completion_ids=[...], **columns)``,
+one entry per sample. ``prompts`` and ``completions`` are text, or chat messages where the task's prompt is chat
+messages (a data row's list): then each prompt is its message list and each completion
+``[{"role": "assistant", "content": text}]``. ``columns`` are the task's data columns (``answer``, ``tests``,
+``level`` and any other column of the row; built-in families give ``answer``), each repeated per sample. A function
+without ``**kwargs`` gets only the arguments it names. The reward's ``options`` are passed as keyword arguments
+too. TRL's trainer-only arguments (``trainer_state``, ``log_extra``, ``log_metric``, ``environments``) are not
+passed. ``async def`` functions are run to completion.
+
+It returns one number per completion, or None for a sample it does not score: None becomes nan and, as for any
+reward, its group is dropped as ``unscorable`` (a group-relative advantage needs every sample scored; TRL instead
+sums the other functions' rewards). A raising function drops only its group, with one warning line naming the
+function and the task (``rollout/filter.py``); the run continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import importlib.util
+import inspect
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from autotelic.rewards import is_custom
+from autotelic.types import Group
+
+FIX = "put its module on PYTHONPATH (or pip install it), or name a file as path/to/file.py:fn"
+
+
+class RewardLoadError(ValueError):
+    """A reward function that cannot be found or is not callable; the message is one line with the fix."""
+
+
+@functools.lru_cache(maxsize=None)
+def _file_module(path: Path) -> Any:
+    """A reward file loaded once as a module (its own directory importable, as ``python file.py`` would have it)."""
+    spec = importlib.util.spec_from_file_location(f"autotelic_reward_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def load_function(name: str) -> Callable[..., Any]:
+    """The function ``name`` points at; RewardLoadError naming what is wrong and the fix."""
+    where, _, attribute = name.rpartition(":")
+    if not where or not attribute:
+        raise RewardLoadError(f"reward '{name}' must look like my_pkg.rewards:fn or path/to/file.py:fn")
+    try:
+        if where.endswith(".py"):
+            path = Path(where).expanduser().resolve()
+            if not path.is_file():
+                raise RewardLoadError(f"reward '{name}': file {where} not found")
+            module = _file_module(path)
+        else:
+            module = importlib.import_module(where)
+    except RewardLoadError:
+        raise
+    except Exception as error:  # ModuleNotFoundError, or whatever the user's module raises while importing
+        problem = " ".join(f"{type(error).__name__}: {error}".split())
+        raise RewardLoadError(f"reward '{name}': cannot import {where} ({problem}); {FIX}") from None
+    function = getattr(module, attribute, None)
+    if function is None:
+        raise RewardLoadError(f"reward '{name}': {where} has no '{attribute}'")
+    if not callable(function):
+        raise RewardLoadError(f"reward '{name}': {where}.{attribute} is a {type(function).__name__}, not a function")
+    return function
+
+
+def reward_problems(names: list[str]) -> list[str]:
+    """``filter.rewards`` entries naming a user's function that does not load, each in one line."""
+    problems = []
+    for index, name in enumerate(names):
+        if is_custom(name):
+            try:
+                load_function(name)
+            except RewardLoadError as error:
+                problems.append(f"filter.rewards[{index}]: {error}")
+    return problems
+
+
+class RewardFunctionError(RuntimeError):
+    """A user's reward function raised, or returned something other than a number or None per completion."""
+
+
+@dataclass
+class CustomReward:
+    """A TRL-style reward function over a whole group (it reads samples: their token ids and the task)."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    reads_trajectories: bool = field(default=True, init=False)
+
+    def __post_init__(self) -> None:
+        self.function = load_function(self.name)
+        self.__name__ = self.name  # how filter warnings and summed rewards name it
+        parameters = inspect.signature(self.function).parameters.values()
+        self.takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+        self.accepted = {p.name for p in parameters}
+
+    def arguments(self, group: Group) -> dict[str, Any]:
+        task, count = group.task, len(group.samples)
+        texts = [task.full_response(sample.text) for sample in group.samples]
+        chat = task.messages is not None
+        columns = {"answer": task.answer, **task.meta.get("columns", {})}
+        arguments = {
+            "prompts": [task.chat] * count,
+            "completions": [[{"role": "assistant", "content": text}] for text in texts] if chat else texts,
+            "completion_ids": [list(sample.token_ids) for sample in group.samples],
+            **{column: [value] * count for column, value in columns.items()},
+            **self.options,
+        }
+        return arguments if self.takes_all else {k: v for k, v in arguments.items() if k in self.accepted}
+
+    def __call__(self, group: Group) -> list[float]:
+        try:
+            values = self.function(**self.arguments(group))
+            if inspect.isawaitable(values):
+                values = asyncio.run(values)
+            return [math.nan if value is None else float(value) for value in values]
+        except Exception as error:  # only this group is lost: filter.score_groups drops it with a warning
+            problem = " ".join(f"{type(error).__name__}: {error}".split())
+            raise RewardFunctionError(f"{self.name} raised {problem}") from None
