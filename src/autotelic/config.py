@@ -798,6 +798,19 @@ def parse_overrides(texts: list[str] | tuple[str, ...]) -> list[tuple[str, Any]]
     return [parse_override(text) for text in texts]
 
 
+def _overridden(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> RunConfig:
+    for key, value in parse_overrides(overrides):
+        _set_dotted(data, key, value)
+    config = _build(RunConfig, data)
+    config.check()
+    return config
+
+
+def apply_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -> RunConfig:
+    """A copy of ``config`` with dotted ``key=value`` overrides, validated like a loaded config."""
+    return _overridden(to_dict(config), overrides)
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
     """Defaults, then the YAML file, then dotted overrides; validated against the dataclasses."""
     data: dict[str, Any] = {}
@@ -814,10 +827,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         data = loaded or {}
-    for key, value in parse_overrides(overrides):
-        _set_dotted(data, key, value)
-    config = _build(RunConfig, data)
-    config.check()
+    config = _overridden(data, overrides)
     dataset = config.algorithm.dataset
     if path is not None and dataset is not None and not Path(dataset).is_absolute():
         beside_recipe = path.parent / dataset  # recipes name their data files relative to themselves
