@@ -2,7 +2,8 @@
 
 They are strict on purpose: the answer must be the first number in the completion, so the policy
 is paid for answering, not for listing candidates and letting a lenient parser pick one.
-``VerifierReward`` applies whichever verifier the task's family defines.
+``VerifierReward`` applies whichever verifier the task's family defines; with ``partial_credit`` it pays a
+graded family's near misses (reasoning-gym's) in training. Held-out accuracy is always the strict check.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from autotelic.tasks import get_family
+from autotelic.tasks import GradedFamily, get_family
 from autotelic.types import Task
 
 _INTEGER = re.compile(r"-?\d[\d,]*")
@@ -34,8 +35,12 @@ def first_integer_matches(completion: str, answer: str) -> float:
 class VerifierReward:
     """Each completion scored by its task family's own verifier (the family's ``score``)."""
 
+    partial_credit: bool = False
+    """Pay graded families' partial credit (``partial_score``, e.g. reasoning-gym's) instead of their strict 0/1.
+    A training reward only: held-out accuracy stays strict."""
     name: str = field(default="verifier", init=False)
 
     def __call__(self, task: Task, completions: list[str]) -> list[float]:
         family = get_family(task.family)
-        return [float(family.score(task, completion)) for completion in completions]
+        score = family.partial_score if self.partial_credit and isinstance(family, GradedFamily) else family.score
+        return [float(score(task, completion)) for completion in completions]

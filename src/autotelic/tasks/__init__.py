@@ -8,7 +8,7 @@ family up by name; families from reasoning-gym register under the ``rg_`` prefix
 from __future__ import annotations
 
 import random
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from autotelic.types import Task
 
@@ -19,7 +19,16 @@ class TaskFamily(Protocol):
 
     def generate(self, rng: random.Random, level: int) -> Task: ...
 
-    def score(self, task: Task, completion: str) -> float: ...
+    def score(self, task: Task, completion: str) -> float:
+        """1.0 when the completion solves the task, else 0.0: strict, since held-out accuracy is its mean."""
+        ...
+
+
+@runtime_checkable
+class GradedFamily(Protocol):
+    """A family whose verifier also grades near misses (reasoning-gym's partial credit), for training only."""
+
+    def partial_score(self, task: Task, completion: str) -> float: ...
 
 
 class UnknownFamilyError(ValueError):

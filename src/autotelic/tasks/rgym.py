@@ -2,7 +2,10 @@
 
 reasoning-gym supplies the generator and the verifier (``score_answer``); we add a difficulty
 knob by mapping ``level`` to the dataset's own size settings, and a one-line answer format so a
-small model can be scored strictly.
+small model can be scored strictly. ``score`` is strict (1 only for a full-credit answer), as every
+family's is; reasoning-gym's partial credit (e.g. the answer inside a longer number earns
+len(answer)/len(reply)) is ``partial_score``, which only the verifier reward's ``partial_credit``
+option pays, in training.
 """
 
 from __future__ import annotations
@@ -67,6 +70,10 @@ class ReasoningGymFamily:
                     uid=task_uid(self.name, prompt), meta=meta)
 
     def score(self, task: Task, completion: str) -> float:
+        return float(self.partial_score(task, completion) >= 1.0)
+
+    def partial_score(self, task: Task, completion: str) -> float:
+        """reasoning-gym's own graded score in [0, 1]."""
         if task.level not in self._scorers:
             self._scorers[task.level] = self._make(task.level, 0)
         if self.integer_answers:
