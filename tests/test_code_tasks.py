@@ -127,7 +127,7 @@ def test_pyfunc_tasks_are_deterministic_and_many_per_level():
         by_uid = {}
         for task in tasks:  # one uid, one function: the same tests whatever name was drawn
             assert by_uid.setdefault(task.uid, task.meta["test"]) == task.meta["test"]
-    from autotelic.evaluate import heldout_tasks
+    from autotelic.heldout import heldout_tasks
 
     heldout = heldout_tasks(["pyfunc"], [1, 2, 3], 16, seed=11)
     assert len(heldout) == 48 and len({t.uid for t in heldout}) == 48

@@ -18,8 +18,10 @@ from autotelic.curricula.regret import (
     minmax_weights,
     sample_without_replacement,
 )
-from autotelic.evaluate import heldout_tasks
+from autotelic.heldout import HeldOut, heldout_tasks
 from autotelic.types import Group, Sample, Task
+
+NO_HELDOUT = HeldOut(())
 
 
 def _task(uid: str, family: str = "add", level: int = 1) -> Task:
@@ -39,7 +41,8 @@ def _group_of(task: Task, rewards: list[float], dropped_by: str | None = None) -
 
 
 def test_partly_solved_arms_are_preferred():
-    curriculum = BanditCurriculum(["add", "successor"], [1, 2], seed=0, value="learnability", ema=1.0)
+    curriculum = BanditCurriculum(["add", "successor"], [1, 2], seed=0, heldout=NO_HELDOUT, value="learnability",
+                                  ema=1.0)
     curriculum.observe([
         _group("add", 1, [1, 1, 1, 1]),       # mastered
         _group("add", 2, [1, 0, 1, 0]),       # partly right: the frontier
@@ -55,7 +58,8 @@ def test_partly_solved_arms_are_preferred():
 
 
 def test_pass_rate_is_a_running_average_and_untried_arms_keep_the_prior():
-    curriculum = BanditCurriculum(["add"], [1, 2], seed=0, value="learnability", ema=0.5, prior_pass_rate=0.5)
+    curriculum = BanditCurriculum(["add"], [1, 2], seed=0, heldout=NO_HELDOUT, value="learnability", ema=0.5,
+                                  prior_pass_rate=0.5)
     metrics = curriculum.observe([_group("add", 1, [1, 1, 1, 1])])
     assert curriculum.pass_rates() == {"add/L1": pytest.approx(0.75), "add/L2": pytest.approx(0.5)}
     assert curriculum.estimated_pass_rate(_task("t", "add", 1)) == pytest.approx(0.75)
@@ -66,36 +70,36 @@ def test_pass_rate_is_a_running_average_and_untried_arms_keep_the_prior():
 
 
 def test_reward_errors_are_not_evidence():
-    curriculum = BanditCurriculum(["add"], [1], seed=0, value="sec", ema=1.0, alpha=1.0)
+    curriculum = BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT, value="sec", ema=1.0, alpha=1.0)
     curriculum.observe([_group("add", 1, [0, 0, 0, 0], dropped_by="reward_error")])
     assert curriculum.pass_rates() == {"add/L1": 0.5}
     assert curriculum.arms[0].q == 0.5 and curriculum.arms[0].pulls == 0
 
 
 def test_heldout_tasks_are_never_drawn():
-    exclude = {t.uid for t in heldout_tasks(["add"], [1], 60, seed=1)}
-    curriculum = BanditCurriculum(["add"], [1], seed=0, exclude=exclude)
-    assert not {t.uid for t in curriculum.next_tasks(300)} & exclude
+    heldout = HeldOut(tuple(heldout_tasks(["add"], [1], 60, seed=1)))
+    curriculum = BanditCurriculum(["add"], [1], seed=0, heldout=heldout)
+    assert not {t.uid for t in curriculum.next_tasks(300)} & heldout.uids
 
 
 def test_exhausted_family_and_bad_config_fail_clearly():
-    exclude = {t.uid for t in heldout_tasks(["add"], [1], 100, seed=1)}  # all 100 single-digit sums
-    curriculum = BanditCurriculum(["add"], [1], seed=0, exclude=exclude)
+    heldout = HeldOut(tuple(heldout_tasks(["add"], [1], 100, seed=1)))  # all 100 single-digit sums
+    curriculum = BanditCurriculum(["add"], [1], seed=0, heldout=heldout)
     with pytest.raises(EmptyFamilyError, match="family 'add' level 1 produced only held-out tasks"):
         curriculum.next_tasks(1)
     with pytest.raises(EmptyFamilyError, match="curriculum.families is empty"):
-        BanditCurriculum([], [1], seed=0)
+        BanditCurriculum([], [1], seed=0, heldout=NO_HELDOUT)
     with pytest.raises(EmptyFamilyError, match="has any of the levels"):
-        BanditCurriculum(["add"], [7], seed=0)
+        BanditCurriculum(["add"], [7], seed=0, heldout=NO_HELDOUT)
     with pytest.raises(ValueError, match="choose one of learnability, sec, uniform"):
-        BanditCurriculum(["add"], [1], seed=0, value="ucb")
+        BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT, value="ucb")
 
 
 # ---- BanditCurriculum: SEC, Boltzmann, uniform ---------------------------------------------
 
 
 def test_sec_values_follow_the_td_update_and_unsampled_arms_decay_to_the_prior():
-    curriculum = BanditCurriculum(["add"], [1, 2, 3], seed=0, value="sec", alpha=0.5, decay=0.2,
+    curriculum = BanditCurriculum(["add"], [1, 2, 3], seed=0, heldout=NO_HELDOUT, value="sec", alpha=0.5, decay=0.2,
                                   prior_value=0.5, temperature=0.1)
     first = curriculum.observe([
         _group("add", 1, [1, 0, 0, 0]),  # mean 0.25: |advantages| 0.75, 0.25, 0.25, 0.25
@@ -129,7 +133,7 @@ def test_boltzmann_by_hand_and_stable_for_large_values():
 
 
 def test_sec_moves_probability_away_from_a_family_with_all_equal_rewards():
-    curriculum = BanditCurriculum(["add", "compare"], [1], seed=0, value="sec", temperature=0.1)
+    curriculum = BanditCurriculum(["add", "compare"], [1], seed=0, heldout=NO_HELDOUT, value="sec", temperature=0.1)
     before = curriculum.mix()["add/L1"]
     for _ in range(3):
         curriculum.observe([_group("add", 1, [1, 1, 1, 1]), _group("compare", 1, [1, 0, 1, 0])])
@@ -139,7 +143,7 @@ def test_sec_moves_probability_away_from_a_family_with_all_equal_rewards():
 
 
 def test_uniform_value_ignores_rewards():
-    curriculum = BanditCurriculum(["add", "compare"], [1], seed=0, value="uniform", ema=1.0)
+    curriculum = BanditCurriculum(["add", "compare"], [1], seed=0, heldout=NO_HELDOUT, value="uniform", ema=1.0)
     curriculum.observe([_group("add", 1, [1, 0, 1, 0]), _group("compare", 1, [0, 0, 0, 0])])
     assert set(curriculum.mix().values()) == {0.5}
     assert curriculum.pass_rates() == {"add/L1": 0.5, "compare/L1": 0.0}  # still tracked
@@ -148,7 +152,7 @@ def test_uniform_value_ignores_rewards():
 @pytest.mark.parametrize("through", ["json", "torch"])
 def test_bandit_state_round_trip_reproduces_values_and_the_task_stream(through, tmp_path):
     def make(seed: int) -> BanditCurriculum:
-        return BanditCurriculum(["add", "compare"], [1, 2], seed=seed, value="sec", decay=0.1)
+        return BanditCurriculum(["add", "compare"], [1, 2], seed=seed, heldout=NO_HELDOUT, value="sec", decay=0.1)
 
     first = make(3)
     first.observe([_group("add", 1, [1, 0, 0, 0]), _group("compare", 2, [1, 1, 1, 1])])
@@ -211,7 +215,7 @@ def test_sampling_without_replacement_never_repeats_and_leaves_zero_weights_last
 
 def _scored_pool(**kwargs) -> tuple[PromptPoolCurriculum, dict[str, Task]]:
     tasks = {"wide": _task("wide"), "narrow": _task("narrow", "compare"), "flat": _task("flat")}
-    pool = PromptPoolCurriculum(list(tasks.values()), seed=0, **kwargs)
+    pool = PromptPoolCurriculum(list(tasks.values()), NO_HELDOUT, seed=0, **kwargs)
     pool.observe([
         _group_of(tasks["wide"], [0, 1, 0, 1]),        # gap 1, pass rate 0.5
         _group_of(tasks["narrow"], [0.5, 1, 1, 1]),    # gap 0.5, pass rate 0.875
@@ -254,7 +258,7 @@ def test_pool_grows_with_add_and_keeps_known_scores():
 
 def test_pool_observe_metrics_and_reward_errors():
     tasks = [_task("a"), _task("b")]
-    pool = PromptPoolCurriculum(tasks, seed=0, metric="regret")
+    pool = PromptPoolCurriculum(tasks, NO_HELDOUT, seed=0, metric="regret")
     metrics = pool.observe([
         _group_of(tasks[0], [0, 1, 1, 1]),  # regret 0.25
         _group_of(tasks[1], [0, 0, 0, 0], dropped_by="reward_error"),
@@ -270,9 +274,9 @@ def test_nothing_eligible_fails_clearly():
     with pytest.raises(EmptyPoolError, match=r"outside the learnability gate \(0.0, 0.2\)"):
         pool.next_tasks(1)
     with pytest.raises(EmptyPoolError, match="the pool is empty"):
-        PromptPoolCurriculum([], seed=0).next_tasks(1)
+        PromptPoolCurriculum([], NO_HELDOUT, seed=0).next_tasks(1)
     with pytest.raises(ValueError, match="unknown informativeness metric 'best'"):
-        PromptPoolCurriculum([], seed=0, metric="best")
+        PromptPoolCurriculum([], NO_HELDOUT, seed=0, metric="best")
 
 
 def test_pool_state_round_trip_through_json():
@@ -281,7 +285,7 @@ def test_pool_state_round_trip_through_json():
     pool.next_tasks(3)
     state = json.loads(json.dumps(pool.state_dict()))
     expected = [t.uid for t in pool.next_tasks(20)]
-    restored = PromptPoolCurriculum([], seed=7, gate=(0.3, 0.9))
+    restored = PromptPoolCurriculum([], NO_HELDOUT, seed=7, gate=(0.3, 0.9))
     restored.load_state_dict(state)
     assert restored.pool == pool.pool  # tasks, scores and pass rates
     assert all(entry.task.meta == {"source": "test"} for entry in restored.pool.values())

@@ -317,13 +317,13 @@ def test_textarena_families_make_self_play_tasks():
     kuhn, tictactoe = get_family("ta_kuhn_poker"), get_family("ta_tictactoe")
     assert kuhn.levels == tictactoe.levels == (1,)
     rng = random.Random(0)
-    tasks = [kuhn.generate(rng, 1) for _ in range(4)]
-    assert len({t.uid for t in tasks}) == 4 and len({t.meta["seed"] for t in tasks}) == 4
+    tasks = [kuhn.generate(rng, 1) for _ in range(40)]
+    assert len({t.meta["seed"] for t in tasks}) == 40 and len({t.uid for t in tasks}) == 6  # a uid per deal
     for task in tasks:
         assert make_env_factory("textarena")().reset(task) == task.prompt
         assert kuhn.score(task, "[check]") == 1.0 and kuhn.score(task, "[fold]") == 0.0
     boards = [tictactoe.generate(rng, 1) for _ in range(2)]
-    assert boards[0].prompt == boards[1].prompt and boards[0].uid != boards[1].uid  # no chance, one game
+    assert boards[0].prompt == boards[1].prompt and boards[0].uid == boards[1].uid  # no chance, one game
     assert tictactoe.score(boards[0], "[4]") == 1.0 and tictactoe.score(boards[0], "4") == 0.0
     with pytest.raises(ValueError, match="levels"):
         kuhn.generate(rng, 2)

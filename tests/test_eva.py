@@ -15,8 +15,11 @@ from autotelic.curricula.evolve import (
     generation_of,
     split_instruction,
 )
+from autotelic.heldout import HeldOut
 from autotelic.train import TrainingError, check_combination
 from autotelic.types import Group, Sample, Task
+
+NO_HELDOUT = HeldOut(())
 
 
 def _task(i: int) -> Task:
@@ -80,7 +83,7 @@ def test_evolver_rewrites_each_seed_with_operations_in_turn_and_drops_copies():
 
 def test_the_most_informative_prompt_seeds_the_evolution_and_the_new_generation_dominates_draws():
     tasks = [_task(i) for i in range(4)]
-    pool = PromptPoolCurriculum(tasks, seed=0, metric="gap")
+    pool = PromptPoolCurriculum(tasks, NO_HELDOUT, seed=0, metric="gap")
     eva = EvolvingPromptPool(pool, every=2, fraction=0.25, old_fraction=0.25, seed=0)
     backend = ScriptedBackend([f"What is {i} + {i} + 1?" for i in range(10)])
     eva.attach(PromptEvolver(backend, variants=3))
@@ -101,7 +104,8 @@ def test_the_most_informative_prompt_seeds_the_evolution_and_the_new_generation_
     metrics = eva.observe([_group(t, [0.0, 1.0]) for t in drawn])
     assert metrics["curriculum/evolved_share"] == 6 / 8 and metrics["curriculum/generation"] == 1.0
 
-    restored = EvolvingPromptPool(PromptPoolCurriculum([], seed=5), every=2, fraction=0.25, old_fraction=0.25, seed=5)
+    restored = EvolvingPromptPool(PromptPoolCurriculum([], NO_HELDOUT, seed=5), every=2, fraction=0.25,
+                                  old_fraction=0.25, seed=5)
     restored.load_state_dict(eva.state_dict())
     assert restored.generation == 1 and restored.recent == eva.recent
     assert [t.uid for t in restored.next_tasks(5)] == [t.uid for t in eva.next_tasks(5)]
@@ -109,11 +113,13 @@ def test_the_most_informative_prompt_seeds_the_evolution_and_the_new_generation_
 
 def test_without_an_evolver_or_with_every_zero_the_pool_stays_fixed():
     tasks = [_task(i) for i in range(3)]
-    eva = EvolvingPromptPool(PromptPoolCurriculum(tasks, seed=0), every=1, fraction=1.0, old_fraction=0.0, seed=0)
+    eva = EvolvingPromptPool(PromptPoolCurriculum(tasks, NO_HELDOUT, seed=0), every=1, fraction=1.0, old_fraction=0.0,
+                             seed=0)
     eva.observe([_group(tasks[0], [0.0, 1.0])])
     assert eva.generation == 0 and len(eva.pool.pool) == 3 and eva.take_events() == []
     with pytest.raises(ValueError, match="old_fraction in \\[0, 1\\]"):
-        EvolvingPromptPool(PromptPoolCurriculum(tasks, seed=0), every=1, fraction=0.5, old_fraction=2.0, seed=0)
+        EvolvingPromptPool(PromptPoolCurriculum(tasks, NO_HELDOUT, seed=0), every=1, fraction=0.5, old_fraction=2.0,
+                           seed=0)
 
 
 def test_evolution_needs_the_regret_curriculum_and_a_label_free_reward():
@@ -132,11 +138,12 @@ def test_evolution_needs_the_regret_curriculum_and_a_label_free_reward():
 
 
 def test_test_time_training_draws_the_heldout_prompts_and_refuses_labelled_rewards():
-    from autotelic.evaluate import heldout_tasks
+    from autotelic.heldout import build_heldout
     from autotelic.train import build_curriculum
 
-    config = load_config(None, ["curriculum.name=test_time", "filter.rewards=[{name: majority_vote}]"])
-    heldout = heldout_tasks(config.curriculum.families, config.eval.levels, 2, config.eval.seed)
+    config = load_config(None, ["curriculum.name=test_time", "filter.rewards=[{name: majority_vote}]",
+                                "eval.per_level=2"])
+    heldout = build_heldout(config)
     curriculum = build_curriculum(config, heldout)
     assert {t.uid for t in curriculum.next_tasks(len(heldout))} == {t.uid for t in heldout}
     check_combination(config, get_algorithm("grpo"))

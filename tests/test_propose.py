@@ -5,15 +5,15 @@ answer is known, so each reward can be computed by hand. The real embedded model
 in test_pipeline_runs.py (a real agent0 run, resumed).
 """
 
-from collections.abc import Callable
 from itertools import count
 
 import pytest
+from scripted import ScriptedPolicy
 
 from autotelic.algorithms import get_algorithm
-from autotelic.backends import Completion
 from autotelic.config import ConfigError, load_config
 from autotelic.envs import make_env_factory
+from autotelic.heldout import HeldOut
 from autotelic.rollout.propose import (
     CODE_INSTRUCTION,
     EXECUTOR,
@@ -36,34 +36,7 @@ from autotelic.tasks.numbers import FORMAT
 from autotelic.train import TrainingError, check_combination
 from autotelic.types import Task
 
-EOS = 0
-
-
-class ScriptedPolicy:
-    """Characters as tokens; ``choose(context, k)`` writes the k-th reply to a context."""
-
-    version = 0
-
-    def __init__(self, choose: Callable[[str, int], str]):
-        self.choose = choose
-
-    def encode_prompt(self, user_message: str, response_prefix: str = "") -> list[int]:
-        return [ord(c) for c in f"<u>{user_message}<a>{response_prefix}"]
-
-    def encode_followup(self, observation: str, after_eos: bool, response_prefix: str = "") -> list[int]:
-        return [ord(c) for c in f"<u>{observation}<a>{response_prefix}"]
-
-    def decode(self, token_ids: list[int]) -> str:
-        return "".join(chr(t) for t in token_ids if t != EOS)
-
-    def generate(self, prompts, n, max_new_tokens, temperature, top_p=1.0, greedy=False):
-        sizes = [n] * len(prompts) if isinstance(n, int) else list(n)
-        outputs = []
-        for prompt, size in zip(prompts, sizes):
-            replies = [[ord(c) for c in self.choose(self.decode(prompt), k)] + [EOS] for k in range(size)]
-            outputs.append([Completion(ids[:max_new_tokens], [-0.5] * len(ids[:max_new_tokens]),
-                                       finished=len(ids) <= max_new_tokens) for ids in replies])
-        return outputs
+NO_HELDOUT = HeldOut(())
 
 
 def _seed(question: str = "What is 6 + 6?") -> Task:
@@ -196,7 +169,7 @@ def test_code_proposals_are_labelled_by_running_them_in_the_sandbox(tmp_path):
             return next(proposals)
         return next(answers[k] for body, answers in CODE_ANSWERS.items() if body in context)
 
-    sampler = ProposeSampler(ScriptedPolicy(choose), answers=4, band=(0.1, 0.9), kind="code",
+    sampler = ProposeSampler(ScriptedPolicy(choose), NO_HELDOUT, answers=4, band=(0.1, 0.9), kind="code",
                              reward=ProposerReward(repetition_penalty=1.0, tool_bonus=0.0, edge=learnability))
     groups = sampler.generate([_seed(), _seed("What is 2 + 5?")], 4, 200)
     proposers, executors = groups[:2], groups[2:]
@@ -243,7 +216,7 @@ def _scripted(context: str, k: int, proposals=iter(PROPOSALS)) -> str:
 def _run(phase_steps: int = 0, rounds: int = 0):
     proposals = iter(PROPOSALS)
     policy = ScriptedPolicy(lambda context, k: _scripted(context, k, proposals))
-    sampler = ProposeSampler(policy, answers=4, band=(0.3, 0.8), phase_steps=phase_steps,
+    sampler = ProposeSampler(policy, NO_HELDOUT, answers=4, band=(0.3, 0.8), phase_steps=phase_steps,
                              reward=ProposerReward(repetition_penalty=1.0, duplicate_threshold=0.5, tool_bonus=0.1,
                                                    invalid_reward=-1.0))
     sampler.rounds = rounds
@@ -295,11 +268,11 @@ def test_the_role_at_rest_is_generated_but_dropped_as_phase():
 
 
 def test_the_phase_clock_counts_calls_and_resumes_from_its_state():
-    sampler = ProposeSampler(ScriptedPolicy(lambda context, k: "no idea"), answers=2, phase_steps=1)
+    sampler = ProposeSampler(ScriptedPolicy(lambda context, k: "no idea"), NO_HELDOUT, answers=2, phase_steps=1)
     for _ in range(3):
         sampler.generate([_seed()], 2, 16)
     assert sampler.state_dict() == {"rounds": 3}
-    resumed = ProposeSampler(sampler.policy, answers=2, phase_steps=1)
+    resumed = ProposeSampler(sampler.policy, NO_HELDOUT, answers=2, phase_steps=1)
     resumed.load_state_dict(sampler.state_dict())
     groups = resumed.generate([_seed()], 2, 16)  # round 3: the executor's, so the proposer group is dropped
     assert [g.dropped_by for g in groups] == ["phase"]
@@ -316,7 +289,7 @@ def test_executor_tool_calls_earn_the_proposer_its_bonus():
             return "42"
         return call if next(turns) % 2 == 0 else "41"  # executors 0 and 2 call the tool, 1 and 3 guess 41
 
-    sampler = ProposeSampler(ScriptedPolicy(choose), answers=4, make_env=make_env_factory("calculator"),
+    sampler = ProposeSampler(ScriptedPolicy(choose), NO_HELDOUT, answers=4, make_env=make_env_factory("calculator"),
                              reward=ProposerReward(repetition_penalty=0.0, tool_bonus=0.1), max_turns=3)
     proposer, executor = sampler.generate([_seed()], 1, 400)
     assert executor.task.family == EXECUTOR

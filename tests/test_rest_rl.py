@@ -10,10 +10,13 @@ import pytest
 
 from autotelic.curricula import BanditCurriculum, PrefixCurriculum
 from autotelic.curricula.prefixes import choose_prefixes, line_prefixes, prefix_task
+from autotelic.heldout import HeldOut
 from autotelic.search import Node, SearchTree, value_examples
 from autotelic.types import Group, Sample, Task
 
 ANSWER = "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    return y * 2\n```\nDone."
+
+NO_HELDOUT = HeldOut(())
 
 
 def test_line_prefixes_cut_before_each_code_line_but_the_first_keeping_its_indentation():
@@ -51,7 +54,7 @@ def _group(task: Task, texts_rewards: list[tuple[str, float]]) -> Group:
 
 
 def test_prefix_curriculum_cuts_correct_answers_and_serves_them_as_a_share_of_the_step():
-    base = BanditCurriculum(["add"], [1], seed=0)
+    base = BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT)
     curriculum = PrefixCurriculum(base, fraction=0.5, per_solution=2, decay=0.95, min_reward=1.0, seed=0)
     assert all(not t.response_prefix for t in curriculum.next_tasks(4))  # nothing harvested yet
     task = _task()
@@ -70,9 +73,9 @@ def test_prefix_curriculum_cuts_correct_answers_and_serves_them_as_a_share_of_th
 
 
 def test_prefix_curriculum_state_round_trips():
-    curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0), fraction=1.0, seed=0)
+    curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=1.0, seed=0)
     curriculum.observe([_group(_task(), [(ANSWER, 1.0)])])
-    clone = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0), fraction=1.0, seed=0)
+    clone = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=1.0, seed=0)
     clone.load_state_dict(curriculum.state_dict())
     assert [t.uid for t in clone.next_tasks(2)] == [t.uid for t in curriculum.next_tasks(2)]
     assert prefix_task(_task(), "abc").uid == "t1#prefix3"

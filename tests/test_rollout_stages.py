@@ -12,6 +12,7 @@ import random
 import pytest
 
 from autotelic.curricula import BanditCurriculum
+from autotelic.heldout import HeldOut
 from autotelic.rollout.control import (
     Budget,
     adaptive_group_sizes,
@@ -36,6 +37,8 @@ from autotelic.rollout.pipeline import RolloutPipeline
 from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
 from autotelic.tasks import get_family
 from autotelic.types import Group, Sample, Task
+
+NO_HELDOUT = HeldOut(())
 
 
 def _per_sample(fn):
@@ -182,7 +185,7 @@ class ScriptedWorker:
 
 def _pipeline(levels, **options) -> tuple[RolloutPipeline, ScriptedWorker]:
     worker = ScriptedWorker()
-    curriculum = BanditCurriculum(["add"], levels, seed=0)
+    curriculum = BanditCurriculum(["add"], levels, seed=0, heldout=NO_HELDOUT)
     options.setdefault("filters", [ZeroVarianceFilter()])
     return RolloutPipeline(curriculum, worker, _per_sample(verifier_reward),
                            budget=Budget(4, 4, 3), replay=OnPolicyBuffer(), **options), worker

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from autotelic.evaluate import heldout_tasks
+from autotelic.heldout import heldout_tasks
 from autotelic.rewards.verifiers import first_integer, first_integer_matches
 from autotelic.tasks import UnknownFamilyError, get_family
 

@@ -15,9 +15,12 @@ from autotelic.envs.web.drivers import BrowserDriver, HttpDriver
 from autotelic.envs.web.env import WebEnv
 from autotelic.envs.web.page import parse_page, render
 from autotelic.envs.web.sites import WebServer
+from autotelic.heldout import HeldOut
 from autotelic.rewards.web import WebProgress, WebSuccess, decision_tree
 from autotelic.tasks.web import WEB_FAMILIES
 from autotelic.types import Group, Sample, Task
+
+NO_HELDOUT = HeldOut(())
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +255,7 @@ def test_failed_tasks_are_cut_at_their_frontier(server):
     for script in (["click(99)"], [lambda env: f"click({element(env, 'Kitchen')})"]):
         _, facts = run(WebEnv("html", server), order, script)
         samples.append(Sample("", [], [], True, info={"steps": facts}))
-    curriculum = FailureCurriculum(BanditCurriculum(["web_shop"], [1], seed=0), fraction=0.5)
+    curriculum = FailureCurriculum(BanditCurriculum(["web_shop"], [1], 0, NO_HELDOUT), NO_HELDOUT, fraction=0.5)
     assert curriculum.observe([Group(order, [], samples)])["failures/made_total"] == 1.0
     first, = curriculum.next_tasks(2)[:1]
     assert first.meta["success"] == [order.meta["progress"][0]] and first.meta["progress"] == []
@@ -270,6 +273,6 @@ def test_failed_tasks_are_cut_at_their_frontier(server):
     derived = Group(second, [], [Sample("", [], [], True, info={"steps": solved})])
     assert curriculum.observe([derived])["failures/derived_success"] == 1.0
     state = curriculum.state_dict()
-    restored = FailureCurriculum(BanditCurriculum(["web_shop"], [1], seed=0), fraction=0.5)
+    restored = FailureCurriculum(BanditCurriculum(["web_shop"], [1], 0, NO_HELDOUT), NO_HELDOUT, fraction=0.5)
     restored.load_state_dict(state)
     assert restored.made == curriculum.made and list(restored.queue) == list(curriculum.queue)

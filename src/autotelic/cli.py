@@ -106,25 +106,25 @@ def evaluate_command(
     greedy, best_of_n or vm_mcts (the last two with eval.token_budget and eval.value_model, by default
     the run's own value model)."""
     _setup_logging()
-    from autotelic.evaluate import heldout_tasks
+    from autotelic.heldout import build_heldout
     from autotelic.train import evaluate_heldout, sandbox_isolation
     from autotelic.value_model import ValueModel
     from autotelic.vm_mcts import decoding_for
 
     try:
         config, model_dir = _target_config(target, list(overrides or []))
-        cur, ev = config.curriculum, config.eval
+        ev = config.eval
         run_value_model = Path(target) / "value_model"  # what a run with value.enabled trained
         value_path = ev.value_model or (run_value_model if (run_value_model / "value_model.json").is_file() else None)
         value_model = ValueModel.load(value_path) if value_path else None
         decoding = decoding_for(config, ev.decoding, value_model)
         decoding.check()  # before the policy loads
         sandbox_isolation(config)  # code families: the sandbox must work (sandbox.isolation) before the policy loads
-        tasks = heldout_tasks(cur.families, ev.levels, ev.per_level, ev.seed)
-        result = evaluate_heldout(config, _policy(config, model_dir), tasks, decoding)
+        heldout = build_heldout(config)
+        result = evaluate_heldout(config, _policy(config, model_dir), list(heldout.tasks), decoding)
     except (*USER_ERRORS, ValueError) as error:
         _fail(error)
-    typer.echo(json.dumps(result.summary(), indent=2))
+    typer.echo(json.dumps({**result.summary(), **heldout.summary()}, indent=2))
 
 
 @app.command()
@@ -136,19 +136,18 @@ def value(
     """VM-MCTS: label partial responses of training tasks by tree search with scored rollouts, and train
     a value model on them (then: autotelic eval TARGET eval.decoding=vm_mcts eval.value_model=OUT)."""
     _setup_logging()
-    from autotelic.evaluate import heldout_tasks
+    from autotelic.heldout import build_heldout
     from autotelic.rollout.filter import response_scorer
     from autotelic.train import build_scorer, sandbox_isolation
     from autotelic.vm_mcts import train_value_model
 
     try:
         config, model_dir = _target_config(target, list(overrides or []))
-        held_out = heldout_tasks(config.curriculum.families, config.eval.levels, config.eval.per_level,
-                                 config.eval.seed)
+        heldout = build_heldout(config)
         sandbox_isolation(config)  # before the policy loads
         policy = _policy(config, model_dir)
         _, metrics = train_value_model(policy, config, response_scorer(build_scorer(config, policy)),
-                                       {t.uid for t in held_out}, model_dir, out)
+                                       heldout, model_dir, out)
     except (*USER_ERRORS, ValueError) as error:
         _fail(error)
     typer.echo(json.dumps(metrics, indent=2))

@@ -8,41 +8,21 @@ model, which also picks the final answer). Each record notes the tokens its task
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from autotelic.backends import PolicyBackend
 from autotelic.config import SearchConfig
+from autotelic.heldout import heldout_tasks  # noqa: F401  (its old home: benches import it from here)
 from autotelic.rollout.filter import verifier_reward
 from autotelic.rollout.generate import PolicySampler, RolloutWorker
 from autotelic.search import ValueEvaluator, best_response, search
-from autotelic.tasks import get_family
 from autotelic.types import Sample, Task
 from autotelic.value_model import ValueModel
 
-DRAWS_PER_SLOT = 20
 DECODINGS = ("greedy", "best_of_n", "vm_mcts")
-
-
-def heldout_tasks(families: list[str], levels: list[int], per_level: int, seed: int) -> list[Task]:
-    """``per_level`` distinct tasks for every family and level, from a seed only evaluation uses."""
-    tasks: list[Task] = []
-    for name in families:
-        family = get_family(name)
-        for level in levels:
-            if level not in family.levels:
-                continue
-            rng = random.Random(f"{seed}/{name}/{level}")
-            seen: dict[str, Task] = {}
-            for _ in range(per_level * DRAWS_PER_SLOT):
-                task = family.generate(rng, level)
-                seen.setdefault(task.uid, task)
-                if len(seen) == per_level:
-                    break
-            tasks.extend(seen.values())
-    return tasks
 
 
 @dataclass
@@ -59,10 +39,16 @@ class EvalResult:
                 "decoding": self.decoding, "tokens_per_task": round(self.tokens_per_task, 1)}
 
 
+def correct(reward: float) -> float:
+    """Reported accuracy is strict: a task counts only when fully solved. Partial credit (a graded verifier,
+    an episode's shaped return) may pay training, never this."""
+    return float(reward >= 1.0)
+
+
 def _mean_by(records: list[dict[str, Any]], key: str) -> dict[str, float]:
     buckets: dict[str, list[float]] = defaultdict(list)
     for record in records:
-        buckets[str(record[key])].append(record["reward"])
+        buckets[str(record[key])].append(record["correct"])
     return {name: sum(v) / len(v) for name, v in sorted(buckets.items())}
 
 
@@ -138,7 +124,7 @@ def episode_reward(sample: Sample) -> float:
     return float(sample.info["return"])
 
 
-def evaluate_episodes(agent: RolloutWorker, tasks: list[Task], max_new_tokens: int, batch_size: int = 64,
+def evaluate_episodes(agent: RolloutWorker, tasks: Sequence[Task], max_new_tokens: int, batch_size: int = 64,
                       ) -> EvalResult:
     """One episode per task by ``agent`` (the policy alone, greedy, or the operator agent)."""
     records = []
@@ -148,16 +134,16 @@ def evaluate_episodes(agent: RolloutWorker, tasks: list[Task], max_new_tokens: i
             steps = sample.info.get("steps", [])
             records.append({"family": task.family, "level": task.level, "prompt": task.prompt, "answer": task.answer,
                             "completion": sample.text, "tokens": len(sample.token_ids), "turns": sample.info["turns"],
-                            "reward": episode_reward(sample),
+                            "reward": (reward := episode_reward(sample)), "correct": correct(reward),
                             **({"actions": [s.get("action") for s in steps]} if any("action" in s for s in steps)
                                else {})})
-    accuracy = sum(r["reward"] for r in records) / max(1, len(records))
+    accuracy = sum(r["correct"] for r in records) / max(1, len(records))
     tokens_per_task = sum(r["tokens"] for r in records) / max(1, len(records))
     return EvalResult(accuracy, _mean_by(records, "family"), _mean_by(records, "level"), records, "episode",
                       tokens_per_task)
 
 
-def evaluate(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, batch_size: int = 64,
+def evaluate(policy: PolicyBackend, tasks: Sequence[Task], max_new_tokens: int, batch_size: int = 64,
              decoding: Decoding | None = None) -> EvalResult:
     """One answer per task, by the decoding strategy (greedy by default), scored by each family's verifier."""
     decoding = decoding or Decoding()
@@ -174,8 +160,8 @@ def evaluate(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, batc
         for task, (completion, tokens) in zip(chunk, answers):
             records.append({"family": task.family, "level": task.level, "prompt": task.prompt,
                             "answer": task.answer, "completion": completion, "tokens": tokens,
-                            "reward": verifier_reward(task, completion)})
-    accuracy = sum(r["reward"] for r in records) / max(1, len(records))
+                            "reward": (reward := verifier_reward(task, completion)), "correct": correct(reward)})
+    accuracy = sum(r["correct"] for r in records) / max(1, len(records))
     tokens_per_task = sum(r["tokens"] for r in records) / max(1, len(records))
     return EvalResult(accuracy, _mean_by(records, "family"), _mean_by(records, "level"), records,
                       decoding.strategy, tokens_per_task)

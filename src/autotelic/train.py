@@ -19,6 +19,7 @@ import random
 import shutil
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
@@ -63,8 +64,8 @@ from autotelic.evaluate import (
     EvalResult,
     evaluate,
     evaluate_episodes,
-    heldout_tasks,
 )
+from autotelic.heldout import HeldOut, build_heldout
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rewards import build_reward, is_custom, reward_names
@@ -381,19 +382,19 @@ def discussion_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     return problems
 
 
-def build_curriculum(config: RunConfig, heldout: list[Task]) -> Curriculum:
+def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
     cur, seed = config.curriculum, config.train.seed
-    if cur.name == "test_time":  # TTRL: adapt on the evaluation prompts, scored without their labels
-        return PromptPoolCurriculum(list(heldout), seed=seed, metric=cur.metric)
-    exclude = {t.uid for t in heldout}
-    bandit = BanditCurriculum(cur.families, cur.levels, seed=seed, exclude=exclude,
+    if cur.name == "test_time":  # TTRL: adapt on the evaluation prompts (heldout.kind says so), without their labels
+        return PromptPoolCurriculum(list(heldout.tasks), heldout, seed=seed, metric=cur.metric)
+    bandit = BanditCurriculum(cur.families, cur.levels, seed=seed, heldout=heldout,
                               value="learnability" if cur.name == "regret" else cur.name,
                               temperature=cur.temperature, ema=cur.ema, alpha=cur.ema,
                               prior_pass_rate=cur.prior_pass_rate, decay=cur.decay)
     curriculum: Curriculum = bandit
     if cur.name == "regret":  # eva: a pool of concrete prompts drawn from the families once, then by informativeness
         gate = tuple(cur.gate) if cur.gate is not None else None
-        curriculum = PromptPoolCurriculum(bandit.next_tasks(cur.pool_size), seed=seed, metric=cur.metric, gate=gate)
+        curriculum = PromptPoolCurriculum(bandit.next_tasks(cur.pool_size), heldout, seed=seed, metric=cur.metric,
+                                          gate=gate)
         if cur.evolve.every:
             evolve = cur.evolve
             curriculum = EvolvingPromptPool(curriculum, evolve.every, evolve.fraction, evolve.old_fraction, seed)
@@ -401,7 +402,7 @@ def build_curriculum(config: RunConfig, heldout: list[Task]) -> Curriculum:
         curriculum = PrefixCurriculum(curriculum, cur.prefix_fraction, cur.prefix_per_solution, cur.prefix_decay,
                                       cur.prefix_min_reward, seed=seed)
     if cur.failure_fraction > 0:
-        curriculum = FailureCurriculum(curriculum, cur.failure_fraction)
+        curriculum = FailureCurriculum(curriculum, heldout, cur.failure_fraction)
     return curriculum
 
 
@@ -476,13 +477,13 @@ def build_reward_worker(config: RunConfig, index: int) -> Scorer:
     return build_scorer(_worker_config(config), policy=None)
 
 
-def build_rollout_worker(config: RunConfig, index: int) -> tuple[HFPolicy, RolloutWorker]:
+def build_rollout_worker(config: RunConfig, heldout: HeldOut, index: int) -> tuple[HFPolicy, RolloutWorker]:
     """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator."""
     config = _worker_config(config)
     configure_sandbox(config.sandbox.isolation)  # its generator may run code (a python tool, code proposals)
     policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1))
     generation = build_vllm_generation_policy(config, policy) if config.vllm.enabled else policy
-    return generation, build_generator(config, generation)
+    return generation, build_generator(config, generation, heldout)
 
 
 def build_env_factory(config: RunConfig, name: str) -> Callable[[], Environment]:
@@ -505,14 +506,16 @@ def _sandboxed_env(isolation: str, make_env: Callable[[], Environment]) -> Envir
     return make_env()
 
 
-def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] | None = None) -> RolloutWorker:
+def build_generator(config: RunConfig, policy: HFPolicy, heldout: HeldOut, agents: list[HFPolicy] | None = None,
+                    ) -> RolloutWorker:
+    """``heldout``: what generators that write their own tasks (propose) must not train on."""
     gen = config.generate
     if config.dist.rollout_workers:
         from autotelic.dist.actors import connect
         from autotelic.dist.rollout import RayRolloutPool
 
         connect(config.dist)
-        return RayRolloutPool(partial(build_rollout_worker, config), config.dist.rollout_workers,
+        return RayRolloutPool(partial(build_rollout_worker, config, heldout), config.dist.rollout_workers,
                               config.dist.cpus_per_worker, config.dist.gpus_per_worker)
     if gen.mode == "discussion":
         return build_discussion(config, agents or [policy])
@@ -533,8 +536,8 @@ def build_generator(config: RunConfig, policy: HFPolicy, agents: list[HFPolicy] 
         reward = ProposerReward(cfg.repetition_penalty, cfg.duplicate_threshold, cfg.tool_bonus, cfg.invalid_reward,
                                 learnability if cfg.kind == "code" else uncertainty)
         tools = build_env_factory(config, cfg.executor_tools) if cfg.executor_tools else None
-        return ProposeSampler(policy, cfg.answers_per_task, tuple(cfg.band), reward, cfg.phase_steps, cfg.show_example,
-                              gen.temperature, gen.top_p, tools, config.control.max_turns, cfg.kind)
+        return ProposeSampler(policy, heldout, cfg.answers_per_task, tuple(cfg.band), reward, cfg.phase_steps,
+                              cfg.show_example, gen.temperature, gen.top_p, tools, config.control.max_turns, cfg.kind)
     return PolicySampler(policy, gen.temperature, gen.top_p)
 
 
@@ -559,7 +562,7 @@ def build_episode_agent(config: RunConfig, policy: HFPolicy) -> RolloutWorker:
                           greedy=True, turn_tokens=config.control.turn_tokens, max_invalid=config.control.max_invalid)
 
 
-def evaluate_heldout(config: RunConfig, policy: HFPolicy, tasks: list[Task], decoding: Decoding | None = None,
+def evaluate_heldout(config: RunConfig, policy: HFPolicy, tasks: Sequence[Task], decoding: Decoding | None = None,
                      ) -> EvalResult:
     """Held-out accuracy: whole greedy episodes in episode mode (scored by the environment's success check
     where it has one), else one greedy answer per task (or ``decoding``) scored by the verifier."""
@@ -578,14 +581,14 @@ def build_train_group(config: RunConfig, spec: AlgorithmSpec) -> FSDPTrainGroup:
         raise TrainingError(str(error)) from None
 
 
-def build_pipeline(config: RunConfig, policy: HFPolicy, curriculum: Curriculum,
+def build_pipeline(config: RunConfig, policy: HFPolicy, curriculum: Curriculum, heldout: HeldOut,
                    agents: list[HFPolicy] | None = None, generation: PolicyBackend | None = None) -> RolloutPipeline:
     """``generation``: what samples rollouts when it is not ``policy`` itself (a vLLM engine on its weights)."""
     control, cfg = config.control, config.filter
     replay = (ReplayBuffer(config.replay.capacity, config.replay.max_staleness, config.replay.replay_groups,
                            config.replay.max_reuse) if config.replay.name == "buffer" else OnPolicyBuffer())
     return RolloutPipeline(
-        curriculum=curriculum, generator=build_generator(config, generation or policy, agents),
+        curriculum=curriculum, generator=build_generator(config, generation or policy, heldout, agents),
         scorer=build_scorer(config, policy),
         filters=build_filters(config),
         budget=Budget(control.tasks_per_step, config.generate.group_size, control.max_new_tokens,
@@ -606,8 +609,7 @@ class Trainer:
         self.config, self.run_dir = config, run_dir
         random.seed(config.train.seed)
         torch.manual_seed(config.train.seed)
-        cur = config.curriculum
-        self.heldout = heldout_tasks(cur.families, config.eval.levels, config.eval.per_level, config.eval.seed)
+        self.heldout = build_heldout(config)
         self.curriculum = build_curriculum(config, self.heldout)
         self.pairs = load_pairs(config.algorithm.dataset) if self.spec.name == "offline_dpo" else None
         self.baselines = RoleBaselines(config.algorithm.rae_decay) if self.spec.advantage == "rae" else None
@@ -623,7 +625,7 @@ class Trainer:
             self.curriculum.attach(build_evolver(config, self.policy))
         in_process_vllm = config.vllm.enabled and not config.dist.rollout_workers
         self.generation = build_vllm_generation_policy(config, self.policy) if in_process_vllm else self.policy
-        self.pipeline = build_pipeline(config, self.policy, self.curriculum, self.agents, self.generation)
+        self.pipeline = build_pipeline(config, self.policy, self.curriculum, self.heldout, self.agents, self.generation)
         self.train_group = build_train_group(config, self.spec) if config.dist.train_workers else None
         if self.train_group is not None:  # the ranks built the same initial weights: the driver follows them
             self._follow_train_group()
@@ -725,8 +727,7 @@ class Trainer:
         """VM-MCTS after training: value targets by search, the value model, held-out decodings."""
         say(f"VM-MCTS: searching {self.config.value.tasks} training tasks for value targets")
         scorer = response_scorer(self.pipeline.scorer)
-        exclude = {t.uid for t in self.heldout}
-        model, metrics = train_value_model(self.policy, self.config, scorer, exclude, self.run_dir / "model",
+        model, metrics = train_value_model(self.policy, self.config, scorer, self.heldout, self.run_dir / "model",
                                            self.run_dir / "value_model")
         decodings = evaluate_decodings(self.policy, self.heldout, self.config, model, self.run_dir)
         for strategy, result in decodings.items():
@@ -888,8 +889,9 @@ class Trainer:
         config, state = self.config, self.state
         run_started = time.perf_counter()
         sandbox = {"sandbox": self.isolation} if self.isolation else {}  # where model-written code ran
+        heldout_kind = {"heldout_kind": self.heldout.kind}  # every row says what its eval/accuracy measures
         sink = MultiSink(self.run_dir, config.logging.tensorboard, config.logging.wandb, config.logging.mlflow,
-                         to_dict(config), sandbox)
+                         to_dict(config), {**sandbox, **heldout_kind})
         say = print
         try:
             if state.eval_before is None:
@@ -900,7 +902,7 @@ class Trainer:
                     state.discussion_before = self._evaluate_discussion("before", before)
             if self.discussion:
                 say(f"CoMAS before training: {_show_discussion(state.discussion_before)}")
-            say(f"held-out accuracy before training: {state.eval_before['accuracy']:.1%} "
+            say(f"{self.heldout.label} accuracy before training: {state.eval_before['accuracy']:.1%} "
                 f"({len(self.heldout)} tasks, greedy)")
             failed_steps = 0
             with ProgressDisplay(config.train.steps, state.step, state.evals[-1]["accuracy"],
@@ -950,7 +952,7 @@ class Trainer:
             summary = {
                 "eval_before": state.eval_before, "eval_after": after.summary(), "steps": state.step,
                 "wall_seconds": round(state.wall_seconds, 1), "train_seconds": round(state.train_seconds, 1),
-                "completion_tokens": state.completion_tokens, "heldout_tasks": len(self.heldout),
+                "completion_tokens": state.completion_tokens, **self.heldout.summary(),
                 "model_dir": str(self.run_dir / "model"), "evals": evals, **sandbox,
                 **({"value": value} if value is not None else {}),
                 **({"comas": {"before": state.discussion_before, "after": discussion_after}}
@@ -969,7 +971,7 @@ class Trainer:
         write_report(self.run_dir)
         if self.discussion:
             say(f"CoMAS after training: {_show_discussion(discussion_after)}")
-        say(f"held-out accuracy: before {state.eval_before['accuracy']:.1%} -> after {after.accuracy:.1%} "
+        say(f"{self.heldout.label} accuracy: before {state.eval_before['accuracy']:.1%} -> after {after.accuracy:.1%} "
             f"after {state.step} steps in {state.wall_seconds / 60:.1f} min; run directory {self.run_dir}")
         return summary
 

@@ -22,6 +22,7 @@ from autotelic.backends import PolicyBackend
 from autotelic.config import RunConfig
 from autotelic.curricula import BanditCurriculum
 from autotelic.evaluate import Decoding, EvalResult, evaluate
+from autotelic.heldout import HeldOut
 from autotelic.search import ResponseScorer, collect_value_targets
 from autotelic.types import Task
 from autotelic.value_model import ValueModel
@@ -29,20 +30,20 @@ from autotelic.value_model import ValueModel
 VALUE_SEED_OFFSET = 7_919  # task draws for value collection differ from the trainer's own stream
 
 
-def value_tasks(config: RunConfig, exclude: set[str]) -> list[Task]:
+def value_tasks(config: RunConfig, heldout: HeldOut) -> list[Task]:
     """``value.tasks`` training tasks drawn uniformly over the curriculum's arms, held-out tasks excluded."""
     cur = config.curriculum
-    arms = BanditCurriculum(cur.families, cur.levels, seed=config.train.seed + VALUE_SEED_OFFSET, exclude=exclude,
+    arms = BanditCurriculum(cur.families, cur.levels, seed=config.train.seed + VALUE_SEED_OFFSET, heldout=heldout,
                             value="uniform")
     return arms.next_tasks(config.value.tasks)
 
 
-def train_value_model(policy: PolicyBackend, config: RunConfig, scorer: ResponseScorer, exclude: set[str],
+def train_value_model(policy: PolicyBackend, config: RunConfig, scorer: ResponseScorer, heldout: HeldOut,
                       body: str | Path, out_dir: Path) -> tuple[ValueModel, dict[str, float]]:
     """Search, fit, save to ``out_dir`` (with the examples as ``value_data.jsonl``); returns the model and metrics."""
     cfg = config.value
     started = time.perf_counter()
-    examples = collect_value_targets(policy, value_tasks(config, exclude), scorer, iterations=cfg.iterations,
+    examples = collect_value_targets(policy, value_tasks(config, heldout), scorer, iterations=cfg.iterations,
                                      config=cfg.search, max_new_tokens=config.control.max_new_tokens)
     collected = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)

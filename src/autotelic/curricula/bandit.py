@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from autotelic.curricula.rngstate import rng_state, set_rng_state
+from autotelic.heldout import HeldOut
 from autotelic.tasks import TaskFamily, get_family
 from autotelic.types import Group, Task
 
@@ -80,8 +81,8 @@ class BanditCurriculum:
     families: list[str]
     levels: list[int]
     seed: int
-    exclude: set[str] = field(default_factory=set)
-    """Task uids never to hand out (the held-out set)."""
+    heldout: HeldOut
+    """Tasks never to hand out (required: no curriculum exists that could draw the held-out set)."""
     value: str = "learnability"
     """How an arm's value is estimated: learnability, sec or uniform (see the module docstring)."""
     temperature: float = 0.1
@@ -140,7 +141,7 @@ class BanditCurriculum:
         family = self._families[arm.family]
         for _ in range(MAX_DRAWS_PER_TASK):
             task = family.generate(self.rng, arm.level)
-            if task.uid not in self.exclude:
+            if not self.heldout.excludes(task):
                 return task
         raise EmptyFamilyError(
             f"task family '{arm.family}' level {arm.level} produced only held-out tasks in "

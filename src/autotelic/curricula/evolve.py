@@ -198,10 +198,11 @@ class EvolvingPromptPool:
         picked = sample_without_replacement(weights, max(1, round(self.fraction * len(entries))), self.rng)
         seeds = [entries[i] for i in picked]
         children, rejected = self.evolver.evolve([e.task for e in seeds], self.generation + 1)
-        children = [c for c in children if c.uid not in self.pool.pool]
+        written = len(children)
+        children = self.pool.add(children)  # a copy of a pool prompt or of a held-out one is dropped
+        rejected += written - len(children)
         if children:  # a generation that produced nothing new keeps drawing from the current one
             self.generation += 1
-            self.pool.add(children)
         self.events.append({
             "generation": self.generation, "pool_size": len(self.pool.pool),
             "seeds": [{"prompt": e.task.prompt, "informativeness": e.score, "pass_rate": e.pass_rate,

@@ -8,7 +8,8 @@ earlier milestones as its progress. The check is the parent's own condition, so 
 task that fails in turn is cut again, down to a single milestone.
 
 ``FailureCurriculum`` wraps any curriculum and serves ``fraction`` of each step's tasks from the
-derived ones waiting (newest first: the current policy's failures).
+derived ones waiting (newest first: the current policy's failures). A cut can be a held-out task itself
+("Open the page of the Blue Mug." is a level-1 shop task): such cuts are never queued.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autotelic.heldout import HeldOut
 from autotelic.rewards.web import succeeded
 from autotelic.types import Group, Task
 
@@ -47,6 +49,7 @@ def frontier_task(task: Task, cut: int) -> Task | None:
 @dataclass
 class FailureCurriculum:
     base: Any  # a Curriculum (the protocol lives in curricula/__init__, which imports this module)
+    heldout: HeldOut
     fraction: float = 0.25
     """Share of each step's tasks served from derived tasks (when any are waiting)."""
     capacity: int = 128
@@ -68,7 +71,8 @@ class FailureCurriculum:
         waiting = {t.uid for t in self.queue}
         for group in groups:
             child = frontier_task(group.task, frontier(group)) if failed(group) else None
-            if child is not None and child.uid not in waiting and child.uid != group.task.uid:
+            if (child is not None and child.uid not in waiting and child.uid != group.task.uid
+                    and not self.heldout.excludes(child)):
                 self.queue.append(child)
                 waiting.add(child.uid)
                 self.made += 1

@@ -3,7 +3,8 @@
 A pool of concrete prompts, each scored by how informative its latest group of rewards was (by
 default the gap between its best and worst sample, eva's regret proxy). Prompts are drawn with
 min-max normalised scores as weights, so the solver practises where its samples disagree most.
-The pool can grow: an evolver rewrites the ``top`` prompts and ``add``s the variants.
+The pool can grow: an evolver rewrites the ``top`` prompts and ``add``s the variants. The pool never
+takes a task the run's ``HeldOut`` excludes (with TTRL's test-time set it is those very prompts).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from autotelic.curricula.bandit import arm_key
 from autotelic.curricula.rngstate import rng_state, set_rng_state
+from autotelic.heldout import HeldOut
 from autotelic.types import Group, Task
 
 
@@ -108,18 +110,21 @@ class PromptPoolCurriculum:
     None means the current best score, so new prompts get tried.
     """
 
-    def __init__(self, tasks: list[Task], seed: int, metric: str = "gap",
+    def __init__(self, tasks: list[Task], heldout: HeldOut, seed: int, metric: str = "gap",
                  gate: tuple[float, float] | None = None, prior: float | None = None):
         _metric(metric)  # fail on a bad name now, not at the first observe
-        self.metric, self.gate, self.prior = metric, gate, prior
+        self.heldout, self.metric, self.gate, self.prior = heldout, metric, gate, prior
         self.pool: dict[str, PoolEntry] = {}
         self.add(tasks)
         self.rng = random.Random(seed)
 
-    def add(self, tasks: list[Task]) -> None:
-        """Add tasks not already in the pool (by uid); a known task keeps its scores."""
-        for task in tasks:
+    def add(self, tasks: list[Task]) -> list[Task]:
+        """Add tasks neither held out nor already in the pool (by uid), and return those; a known task keeps
+        its scores."""
+        added = [t for t in tasks if t.uid not in self.pool and not self.heldout.excludes(t)]
+        for task in added:
             self.pool.setdefault(task.uid, PoolEntry(task))
+        return added
 
     def _eligible(self, among: Callable[[Task], bool] | None = None) -> list[PoolEntry]:
         entries = [e for e in self.pool.values() if among is None or among(e.task)]

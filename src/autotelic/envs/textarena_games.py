@@ -23,6 +23,7 @@ their seed and the rest of the process's randomness is left alone.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -72,6 +73,11 @@ class TextArenaGame:
     @property
     def current_player(self) -> int:
         return self.game.state.current_player_id
+
+    def deal(self) -> str:
+        """The game's state as text (the cards dealt, the board): before any move, with the opening view, what
+        tells one game from another (many seeds deal alike)."""
+        return json.dumps(self.game.state.game_state, sort_keys=True, default=str)
 
     def take(self, player: int) -> list[Message]:
         """The messages queued for ``player`` since it last looked, removed from its queue."""

@@ -170,6 +170,7 @@ def write_report(run_dir: Path) -> Path:
     rows = _read_jsonl(run_dir / "metrics.jsonl")
     summary = json.loads((run_dir / "summary.json").read_text())
     before, after = summary["eval_before"], summary["eval_after"]
+    label = summary.get("heldout_label", "held-out")  # what the accuracy measures (test-time, self-play)
     images = [_reward_plot(rows), _web_plot(rows), _accuracy_plot(summary["evals"]), _curriculum_plot(rows),
               _stages_plot(rows)]
     body = "".join(f'<img src="data:image/png;base64,{image}">' for image in images if image is not None)
@@ -177,7 +178,8 @@ def write_report(run_dir: Path) -> Path:
 <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}} img{{display:block;margin:1em 0}}
 table{{border-collapse:collapse;display:inline-table;margin-right:2em}} td,th{{border:1px solid #ccc;padding:2px 8px}}</style>
 </head><body><h1>autotelic run {html.escape(run_dir.name)}</h1>
-<p>Held-out accuracy (greedy, {summary['heldout_tasks']} tasks): <b>{before['accuracy']:.1%} &rarr; {after['accuracy']:.1%}</b>
+<p>{html.escape(label[:1].upper() + label[1:])} accuracy (greedy, strict 0/1 per task, {summary['heldout_tasks']} tasks):
+<b>{before['accuracy']:.1%} &rarr; {after['accuracy']:.1%}</b>
 in {summary['steps']} steps, {summary['wall_seconds'] / 60:.1f} minutes.</p>{_sandbox(summary.get('sandbox'))}
 {_table(before, after, 'by_family')}{_table(before, after, 'by_level')}{_comas(summary.get('comas'))}
 {body}{_population(_read_jsonl(run_dir / "population.jsonl"))}</body></html>"""

@@ -16,6 +16,9 @@ answer (``majority_answer``: unanswered samples count against it).
   majority answer (the pseudo-label, as in TTRL), else 0; the group's mean reward is p. Tasks outside the
   band are dropped as ``out_of_band``. No reference answer exists, and none is ever used.
 
+A proposal whose executor prompt is a held-out task (``HeldOut.excludes``: the proposer wrote an evaluation
+question, up to case and spacing) is invalid, error ``heldout``: nobody trains on answering it.
+
 Rewards go in ``Sample.info["return"]``, paid by the ``env`` reward. ``info["proposal"]`` of a proposer
 sample records its question, p, pseudo-label, cluster size and tool share (written to rollouts.jsonl).
 
@@ -52,6 +55,7 @@ from typing import Any, Literal, NamedTuple
 from autotelic.backends import PolicyBackend
 from autotelic.config import ProposeKind
 from autotelic.envs import Environment
+from autotelic.heldout import HeldOut
 from autotelic.rewards.majority import default_extract, majority_answer, ngram_jaccard
 from autotelic.rollout.generate import EpisodeSampler, PolicySampler, RolloutWorker
 from autotelic.sandbox import Sandbox, SandboxLimits
@@ -270,6 +274,8 @@ class ProposeSampler:
     """Proposer groups (one per task, ``size`` proposals each), then an executor group per readable proposal."""
 
     policy: PolicyBackend
+    heldout: HeldOut
+    """Questions the executor must never train on: a proposal that writes one is invalid."""
     answers: int = 8
     band: tuple[float, float] = (0.3, 0.8)
     reward: ProposerReward = field(default_factory=ProposerReward)
@@ -294,6 +300,7 @@ class ProposeSampler:
         proposer_groups = sampler.generate([self.proposer_task(t) for t in tasks], sizes, max_new_tokens)
         samples = [(s, g.task.meta["example"]) for g in proposer_groups for s in g.samples]
         proposals = self._programs([s for s, _ in samples]) if self.kind == "code" else self._questions(samples)
+        proposals = [self._unless_heldout(proposal) for proposal in proposals]
         valid = [proposal for proposal in proposals if proposal.question is not None]
         executor_groups = self._answer([proposal.question or "" for proposal in valid], max_new_tokens)
         clusters = cluster_sizes([proposal.key for proposal in valid], self.reward.duplicate_threshold)
@@ -341,9 +348,19 @@ class ProposeSampler:
                 proposals.append(Proposal(sample, program.question(), label, program.script()))
         return proposals
 
+    def _executor_task(self, question: str) -> Task:
+        prompt = question if self.kind == "code" else f"{question} {FORMAT}"
+        return Task(prompt, "", EXECUTOR, 0, f"{EXECUTOR}:{question}")
+
+    def _unless_heldout(self, proposal: Proposal) -> Proposal:
+        """The proposal, or an invalid one when its question is a held-out task."""
+        if proposal.question is None or not self.heldout.excludes(self._executor_task(proposal.question)):
+            return proposal
+        proposal.sample.info["proposal"] = {"question": None, "error": "heldout"}
+        return Proposal(proposal.sample, None, None, "")
+
     def _answer(self, questions: list[str], max_new_tokens: int) -> list[Group]:
-        prompts = questions if self.kind == "code" else [f"{q} {FORMAT}" for q in questions]
-        tasks = [Task(prompt, "", EXECUTOR, 0, f"{EXECUTOR}:{q}") for prompt, q in zip(prompts, questions)]
+        tasks = [self._executor_task(q) for q in questions]
         if self.make_env is None:
             sampler: RolloutWorker = PolicySampler(self.policy, self.temperature, self.top_p)
         else:

@@ -1,7 +1,8 @@
 """Task families for textarena's two-player games, played in self-play (``generate.mode=selfplay``, a
 transcript per player, or as one episode of ``envs.textarena_games.TextArenaSelfPlayEnv``).
 
-A task is a game and its seed (in ``meta``); its prompt is the first player's opening view. There is no
+A task is a game dealt from a seed (in ``meta``); its prompt is the first player's opening view, its uid
+the deal. There is no
 answer to check: scored single-turn, a reply earns 1 when it is a legal opening move.
 """
 
@@ -30,11 +31,12 @@ class TextArenaFamily:
         seed = rng.randrange(2**31)
         task = Task("", "", self.name, level, "",
                     meta={"env_id": self.env_id, "seed": seed, "env_kwargs": dict(self.env_kwargs)})
-        prompt = TextArenaSelfPlayEnv().reset(task)
-        # The opening view hides the opponent's card, so the seed is part of the task's identity. A game
-        # without chance (tic-tac-toe) is the same for every seed, but one uid per seed keeps a held-out
-        # set from exhausting the family's task space.
-        return dataclasses.replace(task, prompt=prompt, uid=task_uid(self.name, f"{prompt}#{seed}"))
+        env = TextArenaSelfPlayEnv()
+        prompt = env.reset(task)
+        # A task is its game, not its seed: the opening view and the deal it hides (the opponent's card). Kuhn
+        # poker has 6 deals and tic-tac-toe one, so no held-out game stays unplayed: self-play's held-out set
+        # is labelled as played in training (``heldout.HeldOut.kind``).
+        return dataclasses.replace(task, prompt=prompt, uid=task_uid(self.name, f"{prompt}#{env.game.deal()}"))
 
     def score(self, task: Task, completion: str) -> float:
         env = TextArenaSelfPlayEnv()
