@@ -2,9 +2,9 @@
 under, and a GRPOTrainer on a model directory for a list of autotelic tasks, with their families' verifiers
 as its reward function (bench/grpo_vs_trl.py, bench/time_to_accuracy.py).
 
-The prompts are chat messages, so TRL applies the tokenizer's chat template with the generation prompt, as
-autotelic's policy does (``autotelic.backends.hf.encode_chat``), and each completion is scored by the same
-``verifier_reward`` autotelic's verifier reward uses.
+The prompts are the chat messages autotelic's policy renders (``autotelic.backends.hf.chat_messages``), so TRL
+applies the tokenizer's chat template with the generation prompt to the same messages, and each completion is
+scored by the same ``verifier_reward`` autotelic's verifier reward uses.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from autotelic.backends.hf import keep_freed_memory_in_process
+from autotelic.backends.hf import chat_messages, keep_freed_memory_in_process
 from autotelic.rollout.filter import verifier_reward
 from autotelic.types import Task
 
@@ -41,11 +41,10 @@ def verifier_reward_function(tasks: list[Task]) -> TRLReward:
 
 
 def chat_rows(tasks: list[Task], system_prompt: str | None = None) -> list[dict[str, Any]]:
-    """TRL's conversational dataset rows: the task's user message (after the system prompt, if any) and its uid."""
+    """TRL's conversational dataset rows: the messages our policy is prompted with, and the task's uid."""
     if any(task.response_prefix for task in tasks):
         raise ValueError("TRL cannot continue a response prefix: the tasks must have none")
-    system = [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
-    return [{"prompt": [*system, {"role": "user", "content": task.prompt}], "uid": task.uid} for task in tasks]
+    return [{"prompt": chat_messages(task.chat, system_prompt), "uid": task.uid} for task in tasks]
 
 
 @dataclass(frozen=True)

@@ -55,13 +55,19 @@ def keep_freed_memory_in_process() -> None:
     libc.mallopt(m_top_pad, 256 * 1024 * 1024)
 
 
-def encode_chat(tokenizer, user_message: str | list[dict[str, str]], response_prefix: str = "",
-                system_prompt: str | None = None) -> list[int]:
-    """Token ids of a chat up to the assistant's turn, then ``response_prefix``: one user message, or whole chat
-    messages (``Task.chat``); ``system_prompt`` goes first unless the messages bring their own."""
+def chat_messages(user_message: str | list[dict[str, str]], system_prompt: str | None = None) -> list[dict[str, str]]:
+    """The messages a prompt is: one user message, or whole chat messages (``Task.chat``); ``system_prompt``
+    goes first unless the messages bring their own."""
     messages = [{"role": "user", "content": user_message}] if isinstance(user_message, str) else list(user_message)
     if system_prompt is not None and messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": system_prompt})
+    return messages
+
+
+def encode_chat(tokenizer, user_message: str | list[dict[str, str]], response_prefix: str = "",
+                system_prompt: str | None = None) -> list[int]:
+    """Token ids of a chat (``chat_messages``) up to the assistant's turn, then ``response_prefix``."""
+    messages = chat_messages(user_message, system_prompt)
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return tokenizer(text + response_prefix, add_special_tokens=False).input_ids
 
