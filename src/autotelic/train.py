@@ -477,13 +477,13 @@ def build_reward_worker(config: RunConfig, index: int) -> Scorer:
     return build_scorer(_worker_config(config), policy=None)
 
 
-def build_rollout_worker(config: RunConfig, heldout: HeldOut, index: int) -> tuple[HFPolicy, RolloutWorker]:
+def build_rollout_worker(config: RunConfig, index: int) -> tuple[HFPolicy, RolloutWorker]:
     """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator."""
     config = _worker_config(config)
     configure_sandbox(config.sandbox.isolation)  # its generator may run code (a python tool, code proposals)
     policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1))
     generation = build_vllm_generation_policy(config, policy) if config.vllm.enabled else policy
-    return generation, build_generator(config, generation, heldout)
+    return generation, build_generator(config, generation, build_heldout(config))  # the driver's, from the config
 
 
 def build_env_factory(config: RunConfig, name: str) -> Callable[[], Environment]:
@@ -515,7 +515,7 @@ def build_generator(config: RunConfig, policy: HFPolicy, heldout: HeldOut, agent
         from autotelic.dist.rollout import RayRolloutPool
 
         connect(config.dist)
-        return RayRolloutPool(partial(build_rollout_worker, config, heldout), config.dist.rollout_workers,
+        return RayRolloutPool(partial(build_rollout_worker, config), config.dist.rollout_workers,
                               config.dist.cpus_per_worker, config.dist.gpus_per_worker)
     if gen.mode == "discussion":
         return build_discussion(config, agents or [policy])
