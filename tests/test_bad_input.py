@@ -2,8 +2,9 @@
 code 2, no traceback) before the model loads, and leaves no run directory behind; an environment answers a
 malformed tool call with an observation naming the problem; a verifier scores a garbage completion 0.
 
-The CLI cases drive the real app in-process (typer's runner) and a few end to end as subprocesses. There are no
-CSV cases: no loader reads CSV (datasets are JSONL)."""
+The CLI cases drive the real app in-process (typer's runner) and a few end to end as subprocesses. A user's data
+files (``curriculum.families=[file:PATH]``: JSONL, JSON, CSV, Parquet) name the line (CSV: the line the record
+ends on) or row."""
 
 from __future__ import annotations
 
@@ -246,6 +247,74 @@ def test_bad_preference_dataset_names_file_and_line(tmp_path, content, message):
     error = _refused(["run", "algorithm.name=offline_dpo", f"algorithm.dataset={data}", f"logging.runs_dir={runs}"],
                      runs)
     assert message.format(path=data) in error
+
+
+# ---- own data files and reward functions ---------------------------------------------------------------
+ROW = '{"prompt": "What is 1 + 1?", "answer": "2"}\n'
+DATA_FILES = [  # (file name, what it holds: text, or rows for Parquet; the message; more overrides)
+    ("data.jsonl", None, "data file not found: {path}"),
+    ("data.jsonl", "", "{path} holds no rows: give at least one row with a prompt"),
+    ("data.jsonl", "\n \n", "{path} holds no rows"),
+    ("data.jsonl", ROW + "{not json\n", "{path}:2: not valid JSON"),
+    ("data.jsonl", ROW + '{"answer": "3"}\n', "{path}:2: no 'prompt': every row needs a prompt (text or chat "
+                                              "messages), or map another column with curriculum.columns={{prompt: NAME}}"),
+    ("data.jsonl", ROW * 2 + '{"prompt": 7}\n', "{path}:3: 'prompt' must be text or a list of chat messages, got int"),
+    ("data.jsonl", '{"prompt": [{"role": "user"}]}\n', "{path}:1: 'prompt' as chat messages must be a list of"),
+    ("data.jsonl", '{"prompt": "q", "answer": [1]}\n', "{path}:1: 'answer' must be text or a number, got list"),
+    ("data.jsonl", '["q", "a"]\n', "{path}:1: a row must be an object of columns, got list"),
+    ("data.jsonl", '{"prompt": "p", "level": 2}\n{"prompt": "q", "level": 0}\n', "{path}:2: level must be an integer "
+                                                                                "from 1, got 0"),
+    ("data.jsonl", '{"prompt": "p", "level": 2}\n' + ROW, "{path}:2: no level or difficulty, while other rows have one"),
+    ("data.jsonl", '{"prompt": "q", "difficulty": "brutal"}\n', "{path}:1: difficulty 'brutal' is neither a number"),
+    ("data.jsonl", '{"question": "q"}\n', "{path}:1: no 'text': every row needs a prompt",
+     ["curriculum.columns={prompt: text}"]),
+    ("data.txt", "q\n", "{path}: unknown data format '.txt'; use one of .jsonl, .json, .csv, .parquet"),
+    ("data.json", '{"prompt": "q"}', "{path}: a JSON data file holds a list of row objects, not a dict"),
+    ("data.json", '[{"prompt": "q"}, {"answer": "1"}]', "{path} row 2: no 'prompt'"),
+    ("data.json", '[{"prompt": "q"},', "{path}: not valid JSON"),
+    ("data.csv", "prompt,answer\nq1,1\n,2\n", "{path}:3: no 'prompt'"),
+    ("data.csv", 'prompt,answer\n"a question\non two lines",1\n,2\n', "{path}:4: no 'prompt'"),
+    ("data.csv", "question,answer\nq,1\n", "{path}:2: no 'prompt'"),
+    ("data.csv", "prompt,answer\nq,1,extra\n", "{path}:2: 1 more value(s) than the header's columns"),
+    ("data.csv", "", "{path} holds no rows"),
+    ("data.parquet", [{"prompt": "q"}, {"prompt": None}], "{path} row 2: no 'prompt'"),
+    ("data.parquet", "not parquet at all", "{path}: not a readable Parquet file"),
+]
+
+
+@pytest.mark.parametrize("name, content, message, more", [(*case, [])[:4] for case in DATA_FILES],
+                         ids=[f"{i}-{case[0]}" for i, case in enumerate(DATA_FILES)])
+def test_bad_data_file_names_file_and_line(tmp_path, name, content, message, more):
+    data, runs = tmp_path / name, tmp_path / "runs"
+    if isinstance(content, list):
+        import pandas
+
+        pandas.DataFrame(content).to_parquet(data)
+    elif content is not None:
+        data.write_text(content)
+    error = _refused(["run", f"curriculum.families=[file:{data}]", *more, f"logging.runs_dir={runs}"], runs)
+    assert message.format(path=data) in error
+
+
+REWARD_FUNCTIONS = [  # (filter.rewards name, the message)
+    ("no_such_module_xyz:fn", "filter.rewards[0]: reward 'no_such_module_xyz:fn': cannot import no_such_module_xyz "
+                              "(ModuleNotFoundError: No module named 'no_such_module_xyz'); put its module on "
+                              "PYTHONPATH (or pip install it), or name a file as path/to/file.py:fn"),
+    ("json:no_such_fn", "reward 'json:no_such_fn': json has no 'no_such_fn'"),
+    ("json:__doc__", "reward 'json:__doc__': json.__doc__ is a str, not a function"),
+    ("missing/rewards.py:fn", "reward 'missing/rewards.py:fn': file missing/rewards.py not found"),
+    ("{dir}/broken.py:fn", "cannot import {dir}/broken.py (SyntaxError: "),
+    ("json:", "reward 'json:' must look like my_pkg.rewards:fn or path/to/file.py:fn"),
+]
+
+
+@pytest.mark.parametrize("name, message", REWARD_FUNCTIONS, ids=[n for n, _ in REWARD_FUNCTIONS])
+def test_bad_reward_function_is_named_before_the_run_starts(tmp_path, name, message):
+    (tmp_path / "broken.py").write_text("def fn(completions:\n")
+    runs = tmp_path / "runs"
+    error = _refused(["run", f"filter.rewards=[{{name: '{name.format(dir=tmp_path)}'}}]", f"logging.runs_dir={runs}"],
+                     runs)
+    assert message.format(dir=tmp_path) in error
 
 
 # ---- model directories ----------------------------------------------------------------------------

@@ -155,8 +155,9 @@ def read_hf(spec: str) -> list[Row]:
         try:
             loaded = datasets.load_dataset(name, config, split=split or "train")
         except Exception as error:  # offline: ConnectionError; unknown name: DatasetNotFoundError; and more
+            call = ", ".join(repr(part) for part in (name, config) if part)
             raise ConfigError(f"hf:{spec}: cannot load '{name}' ({str(error).splitlines()[0]}); without network, "
-                              f"save it where there is one (datasets.load_dataset('{name}').save_to_disk(DIR)) and "
+                              f"save it where there is one (datasets.load_dataset({call}).save_to_disk(DIR)) and "
                               "use hf:DIR, or use a local file as file:PATH") from None
     return [Row(f"hf:{spec} row {number}", record) for number, record in enumerate(loaded, 1)]
 

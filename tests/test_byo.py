@@ -1,0 +1,284 @@
+"""Bring your own data and rewards: every loader on real files (JSONL, JSON, CSV, Parquet, a ``save_to_disk``
+directory), column mapping, levels, the data's own checks (answers strictly, tests in the real sandbox), reward
+functions by path (TRL's calling convention, None, raising, async), and both examples trained for real on the
+embedded model: one through the CLI in a subprocess, one through ``autotelic.train``, each found on PYTHONPATH."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import autotelic
+from autotelic.config import ConfigError
+from autotelic.evaluate import heldout_tasks
+from autotelic.rewards import build_reward
+from autotelic.rollout.filter import score_groups
+from autotelic.tasks import get_family
+from autotelic.tasks.files import answer_score, data_family, read_hf
+from autotelic.types import Group, Sample, Task
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROWS = [
+    {"prompt": "What is 2 + 3?", "answer": "5", "level": 1, "topic": "sums"},
+    {"prompt": "What is 12 + 30?", "answer": "42", "level": 2, "topic": "sums"},
+    {"prompt": "Spell cat backwards.", "answer": "tac", "level": 2, "topic": "words"},
+]
+
+
+def _write(path: Path, rows: list[dict]) -> str:
+    """``rows`` in the format ``path``'s extension names; returns the family name."""
+    import pandas
+
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    elif path.suffix == ".json":
+        path.write_text(json.dumps(rows))
+    elif path.suffix == ".csv":
+        pandas.DataFrame(rows).to_csv(path, index=False)
+    else:
+        pandas.DataFrame(rows).to_parquet(path)
+    return f"file:{path}"
+
+
+def _tasks(name: str) -> list[Task]:
+    family = get_family(name)
+    return sorted((family.task(row, level) for level, rows in family.rows.items() for row in rows),
+                  key=lambda task: task.prompt)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet"])
+def test_each_file_format_gives_the_same_tasks(tmp_path, suffix):
+    name = _write(tmp_path / f"data{suffix}", ROWS)
+    data_family(name, {})
+    tasks = _tasks(name)
+    assert [(t.prompt, t.answer, t.level) for t in tasks] == [
+        ("Spell cat backwards.", "tac", 2), ("What is 12 + 30?", "42", 2), ("What is 2 + 3?", "5", 1)]
+    assert get_family(name).levels == (1, 2)
+    assert tasks[0].uid == f"{name}:Spell cat backwards." and tasks[0].meta["columns"]["topic"] == "words"
+
+
+def test_a_saved_dataset_directory_and_its_splits(tmp_path):
+    import datasets
+
+    rows = {key: [row[key] for row in ROWS] for key in ("prompt", "topic")} | {"answer": ["5", "42", "tac"]}
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "plain"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows),
+                          "test": datasets.Dataset.from_dict({k: v[:1] for k, v in rows.items()})}
+                         ).save_to_disk(str(tmp_path / "splits"))
+    assert [t.answer for t in _tasks(f"hf:{tmp_path / 'plain'}")] == ["tac", "42", "5"]
+    assert len(_tasks(f"hf:{tmp_path / 'splits'}")) == 3 and len(_tasks(f"hf:{tmp_path / 'splits'}:test")) == 1
+    with pytest.raises(ConfigError, match="has no split 'dev'; its splits: train, test"):
+        read_hf(f"{tmp_path / 'splits'}:dev")
+
+
+def test_a_hub_name_offline_names_the_fix(monkeypatch):
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # this machine has no network: fail fast
+    with pytest.raises(ConfigError, match=r"cannot load 'someone/missing'.*save_to_disk\(DIR\)\) and use hf:DIR"):
+        read_hf("someone/missing:main:test")
+
+
+def test_columns_are_mapped_and_carried_to_rewards(tmp_path):
+    name = _write(tmp_path / "qa.jsonl", [{"question": "What is 1 + 1?", "solution": "2", "hardness": "hard",
+                                           "source": "mine"}])
+    family = data_family(name, {"prompt": "question", "answer": "solution", "difficulty": "hardness"})
+    (task,) = _tasks(name)
+    assert family is get_family(name)  # the run's mapping stays with the family
+    assert (task.prompt, task.answer, task.level) == ("What is 1 + 1?", "2", 3)
+    assert task.meta["columns"] == {"solution": "2", "answer": "2", "hardness": "hard", "source": "mine"}
+
+
+def test_levels_from_difficulty_numbers_and_none(tmp_path):
+    rows = [{"prompt": f"q{i}", "answer": 1, "difficulty": d} for i, d in enumerate([0.1, 0.5, 0.9, 0.9, 0.2])]
+    assert [t.level for t in sorted(_tasks(_write(tmp_path / "d.jsonl", rows)), key=lambda t: t.prompt)] == [
+        1, 2, 3, 3, 1]
+    plain = _write(tmp_path / "p.jsonl", [{"prompt": "q", "answer": "1"}])
+    assert get_family(plain).levels == (1,)  # no level or difficulty: all level 1
+
+
+def test_chat_prompts_reach_the_chat_template(tmp_path, embedded_dir):
+    from transformers import AutoTokenizer
+
+    from autotelic.backends.hf import encode_chat
+
+    chat = [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "Count to 2."}]
+    (task,) = _tasks(_write(tmp_path / "chat.jsonl", [{"prompt": chat, "answer": "un deux"}]))
+    assert task.chat == chat and task.prompt == "system: Answer in French.\nuser: Count to 2."
+    tokenizer = AutoTokenizer.from_pretrained(embedded_dir)
+    text = tokenizer.decode(encode_chat(tokenizer, task.chat, "", system_prompt="ignored"))
+    assert "Answer in French." in text and "ignored" not in text
+
+
+def test_answers_are_checked_strictly_and_tests_run_in_the_sandbox(tmp_path):
+    assert answer_score("42", "42, or maybe 41") == 1.0 and answer_score("42", "41 or 42") == 0.0
+    assert answer_score("0.5", "\\frac{1}{2}") == 1.0 and answer_score("0.5", "1/3") == 0.0
+    assert answer_score("Paris", " paris. ") == 1.0 and answer_score("Paris", "It is Paris") == 0.0
+    name = _write(tmp_path / "code.jsonl", [{"prompt": "Write inc(x).", "tests": "assert inc(1) == 2"},
+                                            {"prompt": "Say hi.", "topic": "free"}])
+    family = get_family(name)
+    free, code = _tasks(name)  # by prompt
+    assert family.runs_code
+    assert family.score(code, "```python\ndef inc(x):\n    return x + 1\n```") == 1.0
+    assert family.score(code, "def inc(x):\n    return x") == 0.0
+    assert math.isnan(family.score(free, "hi"))  # no check of its own: a reward function's job
+
+
+# ---- reward functions by path ---------------------------------------------------------------------------
+REWARDS = '''
+import asyncio
+
+calls = []
+
+def trl_style(completions, prompts, answer, topic, **kwargs):
+    calls.append((prompts, completions, answer, topic, sorted(kwargs)))
+    return [float(c == a) for c, a in zip(completions, answer)]
+
+def named_only(completions):
+    return [len(c) for c in completions]
+
+def chat(completions, **kwargs):
+    return [float(c[0]["content"] == "un deux") for c in completions]
+
+def partly(completions, **kwargs):
+    return [None if c == "skip" else 1.0 for c in completions]
+
+def broken(completions, **kwargs):
+    raise KeyError("solution")
+
+async def slow(completions, **kwargs):
+    await asyncio.sleep(0)
+    return [0.25] * len(completions)
+
+not_a_function = 3
+'''
+
+
+@pytest.fixture
+def reward_module(tmp_path, monkeypatch):
+    (tmp_path / "user_rewards.py").write_text(REWARDS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "user_rewards"
+    sys.modules.pop("user_rewards", None)
+
+
+def _group(task: Task, texts: list[str]) -> Group:
+    return Group(task, [1], [Sample(text, [7, i], [0.0, 0.0], True) for i, text in enumerate(texts)])
+
+
+def _scored(name: str, task: Task, texts: list[str]) -> Group:
+    group = _group(task, texts)
+    score_groups([group], build_reward(name))
+    return group
+
+
+def test_a_trl_style_reward_gets_prompts_completions_and_columns(tmp_path, reward_module):
+    (task,) = [t for t in _tasks(_write(tmp_path / "d.jsonl", ROWS)) if t.answer == "tac"]
+    group = _scored(f"{reward_module}:trl_style", task, ["tac", "cat"])
+    assert [s.reward for s in group.samples] == [1.0, 0.0] and group.kept
+    prompts, completions, answer, topic, others = sys.modules[reward_module].calls[-1]
+    assert prompts == [task.prompt] * 2 and completions == ["tac", "cat"]
+    assert answer == ["tac"] * 2 and topic == ["words"] * 2 and others == ["completion_ids", "level"]
+    assert [s.reward for s in _scored(f"{reward_module}:named_only", task, ["ab", "abc"]).samples] == [2.0, 3.0]
+
+
+def test_a_file_path_reward_and_chat_completions(tmp_path, reward_module):
+    chat = [{"role": "user", "content": "Count to 2."}]
+    (task,) = _tasks(_write(tmp_path / "chat.jsonl", [{"prompt": chat, "answer": "un deux"}]))
+    group = _scored(f"{tmp_path / 'user_rewards.py'}:chat", task, ["un deux", "one two"])
+    assert [s.reward for s in group.samples] == [1.0, 0.0]
+
+
+def test_none_drops_the_group_as_unscorable_and_async_runs(reward_module):
+    task = get_family("add").generate(random.Random(0), 1)
+    group = _scored(f"{reward_module}:partly", task, ["1", "skip"])
+    assert group.dropped_by == "unscorable" and math.isnan(group.samples[1].reward)
+    assert [s.reward for s in _scored(f"{reward_module}:slow", task, ["1", "2"]).samples] == [0.25, 0.25]
+
+
+def test_a_raising_reward_drops_only_its_group_naming_itself_and_the_task(reward_module, caplog):
+    first, second = (get_family("add").generate(random.Random(seed), 1) for seed in (1, 2))
+    groups = [_group(first, ["1", "2"]), _group(second, ["3", "4"])]
+    reward = build_reward(f"{reward_module}:broken")
+    with caplog.at_level(logging.WARNING):
+        score_groups(groups[:1], reward)
+        score_groups(groups[1:], build_reward(f"{reward_module}:slow"))
+    assert [g.dropped_by for g in groups] == ["reward_error", None]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert f"{reward_module}:broken raised KeyError: 'solution'" in line and repr(first.uid) in line
+
+
+# ---- the examples, trained for real ---------------------------------------------------------------------
+TINY = ["train.steps=1", "generate.group_size=2", "control.tasks_per_step=2", "control.max_new_tokens=6",
+        "eval.per_level=1", "eval.max_new_tokens=6", "eval.every=0", "model.lora=true", "model.lora_rank=8",
+        "logging.progress=false", "train.max_minutes=null"]
+
+
+def _rollouts(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
+
+
+def _check_trained_on_the_file(example: Path, family: str, run_dir: Path, summary: dict, columns: dict) -> None:
+    rows = [json.loads(line) for line in (example / "data.jsonl").read_text().splitlines()]
+    data_family(family, columns)
+    prompts = {get_family(family).task(row, 1).prompt for level in get_family(family).rows.values() for row in level}
+    assert len(prompts) == len({json.dumps(row["prompt"]) for row in rows})
+    heldout = {t.prompt for t in heldout_tasks([family], [1, 2, 3], 1, 987_654_321)}
+    trained = {row["prompt"] for row in _rollouts(run_dir)}
+    assert trained and trained <= prompts and not trained & heldout
+    assert summary == json.loads((run_dir / "summary.json").read_text()) and summary["steps"] == 1
+    assert summary["heldout_tasks"] == len(heldout)
+
+
+@pytest.mark.slow
+def test_own_data_and_reward_example_trains_through_the_cli(tmp_path, monkeypatch):
+    example = EXAMPLES / "own_data_reward"
+    env = {**os.environ, "PYTHONPATH": str(example)}
+    command = [sys.executable, "-m", "autotelic.cli", "run", "curriculum.families=[file:data.jsonl]",
+               'filter.rewards=[{name: "my_rewards:correct_and_brief"}]', *TINY, f"logging.runs_dir={tmp_path}",
+               "logging.run_name=cli"]
+    result = subprocess.run(command, cwd=example, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = tmp_path / "cli"
+    sys.path.insert(0, str(example))
+    try:
+        from my_rewards import correct_and_brief
+    finally:
+        sys.path.remove(str(example))
+    monkeypatch.chdir(example)  # the family's name is the path as given, relative to the example
+    _check_trained_on_the_file(example, "file:data.jsonl", run_dir, json.loads((run_dir / "summary.json").read_text()),
+                               {})
+    rows = _rollouts(run_dir)
+    # the logged rewards are the example's (its brevity penalty gives values no verifier gives)
+    assert all(r["reward"] == pytest.approx(correct_and_brief([r["completion"]], [r["answer"]])[0]) for r in rows)
+    assert any(r["reward"] not in (0.0, 1.0) for r in rows)
+
+
+@pytest.mark.slow
+def test_trl_reward_example_trains_through_the_python_api(tmp_path, monkeypatch):
+    example = EXAMPLES / "trl_reward"
+    monkeypatch.chdir(example)
+    monkeypatch.syspath_prepend(str(example))
+    columns = {"answer": "solution"}
+    summary = autotelic.train(
+        overrides=TINY + [f"logging.runs_dir={tmp_path}", "logging.run_name=api"],
+        curriculum={"families": ["file:data.jsonl"], "columns": columns},
+        filter={"rewards": [{"name": "trl_rewards:accuracy_reward"},
+                            {"name": "trl_rewards:reward_len", "weight": 0.05}]})
+    from trl_rewards import accuracy_reward, reward_len
+
+    run_dir = tmp_path / "api"
+    _check_trained_on_the_file(example, "file:data.jsonl", run_dir, summary, columns)
+    for row in _rollouts(run_dir):
+        chat = [[{"role": "assistant", "content": row["completion"]}]]
+        expected = accuracy_reward(chat, [row["answer"]])[0] + 0.05 * reward_len(chat)[0]
+        assert row["reward"] == pytest.approx(expected)
+    assert summary["eval_before"]["by_family"].keys() == {"file:data.jsonl"}
