@@ -57,6 +57,7 @@ class PeerSettings:
     lr: float
     temperature: float
     steps: int
+    top_p: float = 1.0
     seed: int = 0
     beta: float = 0.0
     checkpointing: bool | None = None  # None: TRL's default
@@ -75,7 +76,7 @@ def grpo_trainer(model_dir: str, tasks: list[Task], settings: PeerSettings, outp
     args = GRPOConfig(
         output_dir=output_dir, per_device_train_batch_size=settings.prompts * settings.group,
         num_generations=settings.group, max_completion_length=settings.new_tokens, learning_rate=settings.lr,
-        beta=settings.beta, temperature=settings.temperature, max_steps=settings.steps,
+        beta=settings.beta, temperature=settings.temperature, top_p=settings.top_p, max_steps=settings.steps,
         lr_scheduler_type=settings.lr_schedule, logging_steps=1,
         report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=settings.seed, **chosen,
     )
