@@ -257,14 +257,16 @@ DATA_FILES = [  # (file name, what it holds: text, or rows for Parquet; the mess
     ("data.jsonl", "\n \n", "{path} holds no rows"),
     ("data.jsonl", ROW + "{not json\n", "{path}:2: not valid JSON"),
     ("data.jsonl", ROW + '{"answer": "3"}\n', "{path}:2: no 'prompt': every row needs a prompt (text or chat "
-                                              "messages), or map another column with curriculum.columns={{prompt: NAME}}"),
+                                              "messages), or map another column with curriculum.columns="
+                                              "{{prompt: NAME}}"),
     ("data.jsonl", ROW * 2 + '{"prompt": 7}\n', "{path}:3: 'prompt' must be text or a list of chat messages, got int"),
     ("data.jsonl", '{"prompt": [{"role": "user"}]}\n', "{path}:1: 'prompt' as chat messages must be a list of"),
     ("data.jsonl", '{"prompt": "q", "answer": [1]}\n', "{path}:1: 'answer' must be text or a number, got list"),
     ("data.jsonl", '["q", "a"]\n', "{path}:1: a row must be an object of columns, got list"),
     ("data.jsonl", '{"prompt": "p", "level": 2}\n{"prompt": "q", "level": 0}\n', "{path}:2: level must be an integer "
                                                                                 "from 1, got 0"),
-    ("data.jsonl", '{"prompt": "p", "level": 2}\n' + ROW, "{path}:2: no level or difficulty, while other rows have one"),
+    ("data.jsonl", '{"prompt": "p", "level": 2}\n' + ROW, "{path}:2: no level or difficulty, while other rows "
+                                                        "have one"),
     ("data.jsonl", '{"prompt": "q", "difficulty": "brutal"}\n', "{path}:1: difficulty 'brutal' is neither a number"),
     ("data.jsonl", '{"question": "q"}\n', "{path}:1: no 'text': every row needs a prompt",
      ["curriculum.columns={prompt: text}"]),

@@ -97,6 +97,17 @@ def test_columns_are_mapped_and_carried_to_rewards(tmp_path):
     assert task.meta["columns"] == {"solution": "2", "answer": "2", "hardness": "hard", "source": "mine"}
 
 
+def test_a_fresh_process_reads_mapped_data_through_the_config(tmp_path):
+    """As ``autotelic eval`` or a Ray worker does: the held-out set is built from the config alone."""
+    name = _write(tmp_path / "qa.jsonl", [{"question": f"q{i}", "solution": str(i)} for i in range(4)])
+    code = ("from autotelic.config import load_config; from autotelic.heldout import build_heldout; "
+            f"config = load_config(None, ['curriculum.families=[{name}]', 'curriculum.columns={{prompt: question, "
+            "answer: solution}', 'eval.per_level=2']); print(sorted(t.answer for t in build_heldout(config).tasks))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-1000:]
+    assert len(json.loads(result.stdout.replace("'", '"'))) == 2
+
+
 def test_levels_from_difficulty_numbers_and_none(tmp_path):
     rows = [{"prompt": f"q{i}", "answer": 1, "difficulty": d} for i, d in enumerate([0.1, 0.5, 0.9, 0.9, 0.2])]
     assert [t.level for t in sorted(_tasks(_write(tmp_path / "d.jsonl", rows)), key=lambda t: t.prompt)] == [

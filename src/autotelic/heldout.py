@@ -21,6 +21,7 @@ from typing import Literal, overload
 
 from autotelic.config import ConfigError, RunConfig
 from autotelic.tasks import get_family, task_uid
+from autotelic.tasks.files import use_columns
 from autotelic.types import Task
 
 HeldOutKind = Literal["held_out", "test_time", "self_play"]
@@ -105,6 +106,7 @@ class HeldOut(Sequence[Task]):
 def build_heldout(config: RunConfig) -> HeldOut:
     """The run's held-out set; a ConfigError when it leaves some trained (family, level) no task to train on."""
     cur, ev = config.curriculum, config.eval
+    use_columns(cur.families, cur.columns)  # a user's data files are read through the run's column names
     kind: HeldOutKind = ("test_time" if cur.name == "test_time"
                          else "self_play" if config.generate.mode == "selfplay" else "held_out")
     heldout = HeldOut(tuple(heldout_tasks(cur.families, ev.levels, ev.per_level, ev.seed)), kind)

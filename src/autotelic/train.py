@@ -308,7 +308,8 @@ def runs_model_code(config: RunConfig) -> bool:
     """Whether the run executes model-written code: code task families (scored by their tests), the unit_tests
     reward, the python tool, code proposals, or data rows with tests."""
     gen, propose = config.generate, config.propose
-    return (any(name in CODE_FAMILIES or is_data_family(name) and data_family(name).runs_code
+    columns = config.curriculum.columns
+    return (any(name in CODE_FAMILIES or is_data_family(name) and data_family(name, columns).runs_code
                 for name in config.curriculum.families)
             or any(r.name == "unit_tests" for r in config.filter.rewards) or gen.env == "python"
             or gen.mode == "propose" and (propose.kind == "code" or propose.executor_tools == "python"))

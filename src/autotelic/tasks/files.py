@@ -346,6 +346,14 @@ def data_family(name: str, columns: dict[str, str] | None = None) -> DataFamily:
     return family
 
 
+def use_columns(families: list[str], columns: dict[str, str]) -> None:
+    """The run's data families keep its column mapping in this process (a Ray worker's too), for every later
+    ``get_family``; nothing is read until a family is drawn from."""
+    for name in families:
+        if is_data_family(name):
+            data_family(name, columns)
+
+
 def data_problems(families: list[str], columns: dict[str, str]) -> list[str]:
     """Each data family of the run loaded and checked with the run's column mapping: its first problem, one line."""
     problems = []
