@@ -74,6 +74,7 @@ def test_schedule_evaluates_once_per_interval_crossed_and_at_the_budget():
     assert [clock for clock in (35, 39, 40) if slow.due(clock)] == [35, 40]
 
 
+@pytest.mark.slow
 def test_bench_end_to_end_on_a_tiny_budget(tmp_path):
     """Both arms train ~2 s; the artifact holds their curves, and the ratio is the curves' own."""
     sets = [arg for setting in TINY for arg in ("--set", setting)]
