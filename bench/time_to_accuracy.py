@@ -14,7 +14,8 @@ training draw excludes); ``--set key=value`` overrides the recipe for both.
   forward pass twice); the rest TRL's defaults (loss dapo, fused AdamW, no top-k, like ours).
 
 Clock: each arm's training seconds, from its first step's start (model load and setup excluded), evaluation
-excluded. Held-out accuracy at 0 s, then after the first step that ends at or past every --every seconds, and
+excluded. Held-out accuracy at 0 s, then after the first step that ends at or past each mark (every --every
+seconds, or the marks --at lists), and
 after the step that ends at or past --seconds, where the arm stops (so each overshoots by less than one of its
 steps; the seconds reached are recorded). One evaluator for both: ``autotelic.train.evaluate_heldout`` (greedy,
 strict 0/1 by the verifier) on an HFPolicy holding the arm's current weights (TRL's are copied into it).
@@ -30,7 +31,7 @@ ours never reaches it counts 0; one where TRL's final accuracy is no better than
 ratio). Across seeds: the median ratio and a 95% interval (t-interval over seeds of the log ratio, which is an
 interval for the geometric mean); final accuracies compared with bench/stats.py (paired over held-out tasks).
 
-    python bench/time_to_accuracy.py [--seconds 360] [--every 90] [--seeds 3] [--parallel] [--set key=value ...]
+    python bench/time_to_accuracy.py [--seconds 360] [--every 90 | --at 30,60,120] [--seeds 3] [--parallel] [--set key=value ...]
 
 Cost: one held-out evaluation (192 tasks) took 48 s on one core of a busy two-core machine, and a TRL step of
 8 x 8 completions takes about a minute on two cores; with --parallel on two idle cores the defaults should take
@@ -81,7 +82,7 @@ class ArmSpec:
     arm: str
     seed: int
     seconds: float
-    every: float
+    marks: list[float]
     overrides: list[str]
     trl_lr: float | None
     result: str  # where the child writes its ArmResult
@@ -102,15 +103,21 @@ class ArmResult:
 
 
 class Schedule:
-    """When an arm evaluates: after the first step ending at or past each multiple of ``every``, and at the end."""
+    """When an arm evaluates: after the first step ending at or past each mark (training seconds), and at the end."""
 
-    def __init__(self, every: float, budget: float):
-        self.every, self.budget, self.next_at = every, budget, every
+    def __init__(self, marks: list[float], budget: float):
+        self.marks, self.budget = sorted(mark for mark in marks if mark < budget), budget
+
+    @classmethod
+    def every(cls, interval: float, budget: float) -> Schedule:
+        return cls([interval * k for k in range(1, math.ceil(budget / interval))], budget)
 
     def due(self, clock: float) -> bool:
-        if clock < min(self.next_at, self.budget):
+        if clock >= self.budget:
+            return True
+        if not self.marks or clock < self.marks[0]:
             return False
-        self.next_at = (math.floor(clock / self.every) + 1) * self.every
+        self.marks = [mark for mark in self.marks if mark > clock]  # a step that crosses two marks: one evaluation
         return True
 
     def over(self, clock: float) -> bool:
@@ -129,7 +136,7 @@ class Evaluator:
         started = time.perf_counter()
         evaluation = evaluate_heldout(self.config, self.policy, self.heldout)
         self.result.curve.append(Point(seconds=round(clock, 2), step=step, accuracy=evaluation.accuracy))
-        self.result.final_scores = [float(record["reward"]) for record in evaluation.records]
+        self.result.final_scores = [float(record["correct"]) for record in evaluation.records]
         took = time.perf_counter() - started
         self.result.eval_seconds += took
         print(f"{self.result.arm} seed {self.result.seed}: {clock:6.1f} s, step {step:3d}: "
@@ -146,7 +153,7 @@ def recipe(spec: ArmSpec, run_dir: Path, *extra: str) -> RunConfig:
 def run_autotelic(spec: ArmSpec, run_dir: Path, result: ArmResult) -> None:
     """The Trainer's steps, timed one by one, evaluated on the schedule."""
     trainer = Trainer(recipe(spec, run_dir), run_dir)
-    evaluate, schedule, clock = Evaluator(trainer, result), Schedule(spec.every, spec.seconds), 0.0
+    evaluate, schedule, clock = Evaluator(trainer, result), Schedule(spec.marks, spec.seconds), 0.0
     result.settings = {"recipe": str(RECIPE.relative_to(artifacts.REPO)), "overrides": spec.overrides}
     evaluate(0.0, 0)
     while not schedule.over(clock):
@@ -164,7 +171,7 @@ def run_trl(spec: ArmSpec, run_dir: Path, result: ArmResult) -> None:
     # it, and the policy the evaluator reads TRL's weights from
     holder = Trainer(recipe(spec, run_dir, "curriculum.name=uniform"), run_dir)
     config = holder.config
-    evaluate, schedule = Evaluator(holder, result), Schedule(spec.every, spec.seconds)
+    evaluate, schedule = Evaluator(holder, result), Schedule(spec.marks, spec.seconds)
     # a step takes over a second on a CPU: the budget ends before max_steps, each prompt seen once
     steps = math.ceil(spec.seconds)
     tasks: list[Task] = holder.curriculum.next_tasks(config.control.tasks_per_step * steps)
@@ -226,13 +233,20 @@ def run_seed(seed: int, args: argparse.Namespace, scratch: Path) -> dict[str, Ar
     cpus = sorted(os.sched_getaffinity(0))
     if args.parallel and len(cpus) < 2:
         raise SystemExit("--parallel needs two cores to pin the arms to")
-    specs = [ArmSpec(arm, seed, args.seconds, args.every, args.set, args.trl_lr, str(scratch / f"{arm}-{seed}.json"),
+    specs = [ArmSpec(arm, seed, args.seconds, marks(args), args.set, args.trl_lr, str(scratch / f"{arm}-{seed}.json"),
                      cpus[index] if args.parallel else None) for index, arm in enumerate(ARMS)]
     if args.parallel:
         running = [(start(spec), spec) for spec in specs]
         return {spec.arm: finish(process, spec) for process, spec in running}
     order = specs if seed % 2 == 0 else specs[::-1]
     return {spec.arm: finish(start(spec), spec) for spec in order}
+
+
+def marks(args: argparse.Namespace) -> list[float]:
+    """--at's marks, else every --every seconds."""
+    if args.at:
+        return [float(mark) for mark in args.at.split(",")]
+    return Schedule.every(args.every, args.seconds).marks
 
 
 def seconds_to_reach(curve: list[Point], target: float) -> float | None:
@@ -289,7 +303,7 @@ def report(results: list[dict[str, ArmResult]], args: argparse.Namespace, wall: 
     comparison = stats.compare("final held-out accuracy, autotelic_default - trl, same training seconds",
                                scores["trl"], scores["autotelic_default"])
     finals = {arm: stats.mean_ci([statistics.fmean(task) for task in zip(*scores[arm])]) for arm in ARMS}
-    summary = {"per_seed": per_seed, "ratio": ratio_summary(per_seed), "seconds": args.seconds, "every": args.every,
+    summary = {"per_seed": per_seed, "ratio": ratio_summary(per_seed), "seconds": args.seconds, "marks": marks(args),
                "mode": "parallel, one core each" if args.parallel else "sequential, every core each",
                "final_accuracy": {arm: {"mean": round(finals[arm][0], 4), "ci95": [round(b, 4) for b in finals[arm][1]]}
                                   for arm in ARMS},
@@ -318,6 +332,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=360, help="training seconds per arm and seed")
     parser.add_argument("--every", type=float, default=90, help="evaluate every this many training seconds")
+    parser.add_argument("--at", help="evaluate at these training seconds instead, e.g. 30,60,120,240 (finer where "
+                                         "the faster arm crosses the target: it bounds the ratio's resolution)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--parallel", action="store_true", help="a seed's arms at once, one core each")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -66,12 +66,14 @@ def test_never_reaching_counts_zero_and_a_trl_without_gain_gives_no_ratio():
 
 
 def test_schedule_evaluates_once_per_interval_crossed_and_at_the_budget():
-    schedule = Schedule(every=10, budget=25)
+    schedule = Schedule.every(10, budget=25)
     due = [clock for clock in (4, 9, 12, 14, 23, 24, 26) if schedule.due(clock)]
     assert due == [12, 23, 26]  # past 10, past 20, past the budget
     assert not schedule.over(24.9) and schedule.over(25)
-    slow = Schedule(every=10, budget=100)  # a step that crosses two marks gives one evaluation
+    slow = Schedule.every(10, budget=100)  # a step that crosses two marks gives one evaluation
     assert [clock for clock in (35, 39, 40) if slow.due(clock)] == [35, 40]
+    uneven = Schedule([5, 10, 40], budget=30)  # explicit marks; one past the budget is the budget's own
+    assert [clock for clock in (4, 6, 8, 11, 29, 31) if uneven.due(clock)] == [6, 11, 31]
 
 
 @pytest.mark.slow
