@@ -1,65 +1,48 @@
-"""Ablation of the rollout pipeline at equal wall-clock: does dynamic sampling + a bandit curriculum
-beat plain GRPO with uniform task sampling on the default CPU recipe?
+"""Ablation of the rollout pipeline at equal budgets: does dynamic sampling + a bandit curriculum beat plain
+GRPO with uniform task sampling on the default CPU recipe?
 
-Both arms are the default recipe (embedded SmolLM2-135M, full fine-tuning, same seed, same held-out
-set of 192 tasks) with the same training-time budget (``train.max_minutes``; the step cap is set
-high so time is what binds):
+Both arms are the default recipe (embedded SmolLM2-135M, full fine-tuning):
 - plain:    GRPO on every group (zero-variance ones included, as TRL does), tasks drawn uniformly
             over family x level;
 - pipeline: GRPO with DAPO dynamic sampling (zero-variance groups dropped, the batch refilled) and
             the Self-Evolving-Curriculum bandit over family x level.
-The arms run one after the other with every core (``--parallel``: side by side, one thread each,
-about a third of the compute per arm). Prints both held-out accuracies and, last,
-``gain_points=X`` (pipeline minus plain, in points).
+Budgets bind the same way: ``--steps`` updates per arm and seed, and the same generation budget per step
+(``control.max_tokens_per_step`` = tasks_per_step x group_size x max_new_tokens, so dynamic sampling refills
+only within what plain GRPO may spend); ``--max-minutes`` is a safety net, flagged if it binds. ``--seeds``
+training seeds per arm, one held-out set of at least ``--heldout`` tasks for all (bench/runs.py).
+Measures each arm's held-out accuracy; prints a row per arm and seed, writes bench/results/ablate_pipeline-*.json,
+and last ``pipeline_vs_plain: gain_points=X ci95=[lo, hi] ...`` (pipeline minus plain, in points).
 
-    python bench/ablate_pipeline.py                 # 12 training minutes per arm, ~28 min in all
-    python bench/ablate_pipeline.py --minutes 6     # quicker, noisier
+    python bench/ablate_pipeline.py                          # 40 steps, 3 seeds, 204 held-out tasks
+    python bench/ablate_pipeline.py --steps 10 --seeds 3 --parallel
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import tempfile
-from pathlib import Path
 
-from runs import launch  # bench/runs.py: this script's directory is on sys.path
+from runs import Arm, Measure, add_budget_arguments, arm_config, budget_from, compare, report, run_arms, runs_dir_from
 
-ARMS = {
-    "plain": ["curriculum.name=uniform", "filter.drop_zero_variance=false"],
-    "pipeline": ["curriculum.name=sec", "filter.drop_zero_variance=true", "filter.dynamic_sampling=true"],
-}
+ARMS = (Arm("plain", ("curriculum.name=uniform", "filter.drop_zero_variance=false")),
+        Arm("pipeline", ("curriculum.name=sec", "filter.drop_zero_variance=true", "filter.dynamic_sampling=true")))
+
+
+def with_token_cap(arm: Arm, cap: int) -> Arm:
+    return Arm(arm.name, (*arm.overrides, f"control.max_tokens_per_step={cap}"), arm.recipe, arm.label)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=12.0, help="training minutes per arm")
-    parser.add_argument("--parallel", action="store_true", help="both arms at once, one thread each")
-    parser.add_argument("--runs-dir", type=Path, default=None, help="keep the two runs here")
+    add_budget_arguments(parser, steps=40, max_minutes=60.0, heldout=200)
     args = parser.parse_args()
-    runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="ablate-"))
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    if args.parallel:
-        processes = {name: launch(name, overrides, runs_dir, args.minutes, threads=1) for name, overrides in ARMS.items()}
-    else:
-        processes = {}
-        for name, overrides in ARMS.items():
-            processes[name] = launch(name, overrides, runs_dir, args.minutes, threads=None)
-            processes[name].wait()
-    for name, process in processes.items():
-        if process.wait() != 0:
-            sys.exit(f"arm {name} failed: see {runs_dir / (name + '.log')}")
-    results = {}
-    for name in ARMS:
-        summary = json.loads((runs_dir / name / "summary.json").read_text())
-        results[name] = summary
-        print(f"{name:9s} held-out {summary['eval_before']['accuracy']:.1%} -> {summary['eval_after']['accuracy']:.1%}"
-              f"  ({summary['steps']} steps in {summary['train_seconds'] / 60:.1f} training min, "
-              f"{summary['completion_tokens']} completion tokens)")
-    gain = 100 * (results["pipeline"]["eval_after"]["accuracy"] - results["plain"]["eval_after"]["accuracy"])
-    print(f"runs in {runs_dir}")
-    print(f"gain_points={gain:.1f}")
+    budget = budget_from(args)
+    config = arm_config(ARMS[0], budget)
+    cap = config.control.tasks_per_step * config.generate.group_size * config.control.max_new_tokens
+    plain, pipeline = (with_token_cap(arm, cap) for arm in ARMS)
+    runs = run_arms([plain, pipeline], budget, runs_dir_from(args, "ablate"))
+    by_arm = {name: [run for run in runs if run.arm.name == name] for name in ("plain", "pipeline")}
+    comparison = compare("pipeline_vs_plain", Measure(by_arm["plain"]), Measure(by_arm["pipeline"]))
+    report("ablate_pipeline", runs, [comparison], budget, args.results_dir, summary={"max_tokens_per_step": cap})
 
 
 if __name__ == "__main__":

@@ -1,19 +1,250 @@
-"""Launching ``autotelic run`` arms for the benchmarks: a subprocess each, its log beside its run."""
+"""What every arm-comparison bench shares: running arms for the same steps over several seeds, reading their
+per-task held-out records, comparing arms with bench/stats.py and writing the artifact (bench/artifacts.py).
+
+How budgets bind: every arm of a bench runs ``train.steps=--steps`` with the same samples per step (each
+bench sets its arms' overrides so), and ``train.max_minutes=--max-minutes`` only as a safety net: an arm
+that stops on it ran fewer steps than the others, which its row records (``time_cap_bound``) and the bench
+prints as a flag. Seeds: ``train.seed`` 0 .. --seeds-1, the held-out set the same for every arm and seed
+(``eval.seed`` is never changed; ``eval.per_level`` is set so the set has at least ``--heldout`` tasks).
+Arms run one after the other with every core each (the order alternating over seeds), or with
+``--parallel`` side by side, each pinned to one core with one torch thread; the artifact says which.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
+import math
+import os
 import subprocess
 import sys
+import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import artifacts  # bench/artifacts.py: the importing script's directory is on sys.path
+import stats
+
+from autotelic.backends.hf import HFPolicy
+from autotelic.config import RunConfig, load_config
+from autotelic.evaluate import heldout_tasks
+from autotelic.types import Task
+
+TEST_TIME = "test-time (trained on the evaluation prompts)"
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    overrides: tuple[str, ...] = ()
+    recipe: Path | None = None
+    label: str = ""  # printed beside the arm and kept in its rows, e.g. TEST_TIME
+
+
+@dataclass(frozen=True)
+class Budget:
+    steps: int
+    max_minutes: float  # a safety net that must not bind
+    seeds: int
+    heldout: int  # at least this many held-out tasks
+    parallel: bool
+    overrides: tuple[str, ...] = ()  # for every arm, before its own (which define the arms and win)
+
+
+@dataclass(frozen=True)
+class ArmRun:
+    arm: Arm
+    seed: int
+    run_dir: Path
+    steps_wanted: int
+
+    def summary(self) -> dict[str, Any]:
+        return json.loads((self.run_dir / "summary.json").read_text())
+
+    def time_cap_bound(self) -> bool:
+        return self.summary()["steps"] < self.steps_wanted
+
+    def row(self) -> dict[str, Any]:
+        summary = self.summary()
+        metrics = [json.loads(line) for line in (self.run_dir / "metrics.jsonl").read_text().splitlines()]
+        samples = sum(m.get("generate/samples", 0) for m in metrics)
+        return {"arm": self.arm.name, "seed": self.seed, "label": self.arm.label, "steps": summary["steps"],
+                "steps_wanted": self.steps_wanted, "time_cap_bound": self.time_cap_bound(),
+                "train_minutes": round(summary["train_seconds"] / 60, 2), "samples": samples,
+                "samples_per_step": round(samples / max(1, summary["steps"]), 1),
+                "completion_tokens": summary["completion_tokens"], "heldout_n": summary["heldout_tasks"],
+                "accuracy_before": summary["eval_before"]["accuracy"],
+                "accuracy_after": summary["eval_after"]["accuracy"], "run_dir": str(self.run_dir)}
+
+
+def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minutes: float, heldout: int) -> None:
+    parser.add_argument("--steps", type=int, default=steps, help="training steps per arm and seed")
+    parser.add_argument("--max-minutes", type=float, default=max_minutes,
+                        help="safety cap on each arm's training minutes; an arm it stops is flagged")
+    parser.add_argument("--seeds", type=int, default=3, help="training seeds per arm (train.seed 0, 1, ...)")
+    parser.add_argument("--heldout", type=int, default=heldout, help="held-out tasks, at least")
+    parser.add_argument("--parallel", action="store_true", help="arms side by side, one pinned core each")
+    parser.add_argument("--runs-dir", type=Path, default=None, help="keep the runs here (default: a temp dir)")
+    parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS, help="where the artifact goes")
+    parser.add_argument("overrides", nargs="*", help="extra config overrides for every arm")
+
+
+def budget_from(args: argparse.Namespace) -> Budget:
+    return Budget(args.steps, args.max_minutes, args.seeds, args.heldout, args.parallel, tuple(args.overrides))
+
+
+def runs_dir_from(args: argparse.Namespace, prefix: str) -> Path:
+    runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    return runs_dir
+
+
+def heldout_overrides(arm: Arm, budget: Budget) -> list[str]:
+    """eval.per_level for at least ``budget.heldout`` tasks over the arm's families and evaluation levels."""
+    config = load_config(arm.recipe, [*budget.overrides, *arm.overrides])
+    cells = sum(1 for _ in config.curriculum.families for _ in config.eval.levels)
+    return [f"eval.per_level={math.ceil(budget.heldout / cells)}"]
+
+
+def arm_config(arm: Arm, budget: Budget) -> RunConfig:
+    """The configuration an arm's runs train with (any seed: the held-out set does not depend on it)."""
+    return load_config(arm.recipe, [*budget.overrides, *arm.overrides, *heldout_overrides(arm, budget)])
+
+
+def heldout_of(arm: Arm, budget: Budget) -> list[Task]:
+    """The held-out tasks the arm's runs evaluate on (the same for every seed)."""
+    config = arm_config(arm, budget)
+    return heldout_tasks(config.curriculum.families, config.eval.levels, config.eval.per_level, config.eval.seed)
+
+
+def trained_policy(run: ArmRun, config: RunConfig) -> HFPolicy:
+    """The model a run exported, to evaluate in the bench's own process."""
+    return HFPolicy(dataclasses.replace(config.model, path=str(run.run_dir / "model")), seed=config.eval.seed)
+
+
+def command(name: str, overrides: list[str], runs_dir: Path, steps: int, minutes: float, threads: int | None,
+            recipe: Path | None = None) -> list[str]:
+    """``autotelic run`` of ``<runs_dir>/<name>`` for ``steps`` steps, ``minutes`` of training at most."""
+    return [sys.executable, "-m", "autotelic.cli", "run", *(["--config", str(recipe)] if recipe else []), *overrides,
+            f"train.steps={steps}", f"train.max_minutes={minutes}", "eval.every=0", "train.checkpoint_every=100000",
+            f"model.threads={threads or 'null'}", "logging.progress=false", f"logging.runs_dir={runs_dir}",
+            f"logging.run_name={name}"]
 
 
 def launch(name: str, overrides: list[str], runs_dir: Path, minutes: float, threads: int | None,
-           recipe: Path | None = None, steps: int | None = None) -> subprocess.Popen:
-    """One run named ``name`` under ``runs_dir``: ``minutes`` training minutes (time binds), or ``steps`` steps
-    with ``minutes`` as a cap (the same work for every arm, however busy the machine is)."""
-    command = [sys.executable, "-m", "autotelic.cli", "run", *(["--config", str(recipe)] if recipe else []),
-               *overrides, f"train.steps={steps or 100000}", f"train.max_minutes={minutes}", "eval.every=0",
-               "train.checkpoint_every=100000", f"model.threads={threads if threads else 'null'}",
-               "logging.progress=false", f"logging.runs_dir={runs_dir}", f"logging.run_name={name}"]
-    log = (runs_dir / f"{name}.log").open("w")
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+           steps: int) -> subprocess.Popen:
+    """One run, its log beside it (bench/gpu_throughput.py's timed runs)."""
+    return _start(command(name, overrides, runs_dir, steps, minutes, threads), runs_dir / f"{name}.log", None)
+
+
+def _arm_command(arm: Arm, seed: int, budget: Budget, run_dir: Path) -> list[str]:
+    overrides = [*budget.overrides, *arm.overrides, *heldout_overrides(arm, budget), f"train.seed={seed}"]
+    return command(run_dir.name, overrides, run_dir.parent, budget.steps, budget.max_minutes,
+                   1 if budget.parallel else None, arm.recipe)
+
+
+def _start(command: list[str], log: Path, core: int | None) -> subprocess.Popen:
+    pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
+    return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, preexec_fn=pin)
+
+
+def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
+    """Every arm for every seed: ``<runs_dir>/<arm>-s<seed>``; the bench stops if any run fails."""
+    jobs = [ArmRun(arm, seed, runs_dir / f"{arm.name}-s{seed}", budget.steps)
+            for seed in range(budget.seeds) for arm in (arms if seed % 2 == 0 else arms[::-1])]
+    cores = sorted(os.sched_getaffinity(0)) if budget.parallel else [None]
+    waiting, running = list(jobs), {}
+    while waiting or running:
+        for core in [c for c in cores if c not in running][:len(waiting)]:
+            job = waiting.pop(0)
+            print(f"{job.arm.name} seed {job.seed}: running in {job.run_dir}", flush=True)
+            running[core] = (job, _start(_arm_command(job.arm, job.seed, budget, job.run_dir),
+                                         job.run_dir.with_suffix(".log"), core))
+        job, process = running.pop(_wait_any(running))
+        if process.returncode != 0:
+            for _, other in running.values():
+                other.terminate()
+                other.wait()
+            sys.exit(f"{job.arm.name} seed {job.seed} failed: see {job.run_dir.with_suffix('.log')}")
+    return jobs
+
+
+def _wait_any(running: dict[int | None, tuple[ArmRun, subprocess.Popen]]) -> int | None:
+    """The core of a run that has ended, once one has."""
+    while True:
+        for core, (_, process) in running.items():
+            if process.poll() is not None:
+                return core
+        time.sleep(0.5)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One arm's per-task held-out scores: ``<run_dir>/<records>.jsonl``, field ``field``, for each seed."""
+
+    runs: list[ArmRun]
+    records: str = "eval_after"
+    field: str = "reward"
+
+    def matrix(self) -> tuple[list[tuple], list[list[float]]]:
+        """(task keys, seeds x tasks scores); the tasks must be the same, in the same order, for every seed."""
+        keys, rows = None, []
+        for run in sorted(self.runs, key=lambda r: r.seed):
+            lines = (run.run_dir / f"{self.records}.jsonl").read_text().splitlines()
+            records = [json.loads(line) for line in lines]
+            these = [(r["family"], r["level"], r["prompt"], r.get("unit", "")) for r in records]
+            if keys is not None and these != keys:
+                raise ValueError(f"{run.run_dir / self.records}: other held-out tasks than the other seeds'")
+            keys = these
+            rows.append([float(r[self.field]) for r in records])
+        return keys or [], rows
+
+
+def compare(name: str, baseline: Measure, arm: Measure) -> stats.Comparison:
+    """``arm`` minus ``baseline`` on the same held-out tasks, paired by seed and task."""
+    base_keys, base = baseline.matrix()
+    arm_keys, treated = arm.matrix()
+    if base_keys != arm_keys:
+        raise ValueError(f"{name}: the arms were evaluated on different held-out tasks")
+    return stats.compare(name, base, treated)
+
+
+def comparison_line(comparison: stats.Comparison) -> str:
+    lo, hi = comparison["ci95"]
+    return (f"{comparison['name']}: gain_points={comparison['gain_points']:+.1f} ci95=[{lo:+.1f}, {hi:+.1f}] "
+            f"seeds={comparison['seeds']} heldout_n={comparison['heldout_n']}")
+
+
+def execution(budget: Budget) -> str:
+    if budget.parallel:
+        return f"parallel: arms side by side, each pinned to one of {len(os.sched_getaffinity(0))} cores, 1 thread"
+    return f"sequential: one arm at a time with all {len(os.sched_getaffinity(0))} cores"
+
+
+def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], budget: Budget,
+           results_dir: Path, extra_rows: dict[tuple[str, int], dict[str, Any]] | None = None,
+           summary: dict[str, Any] | None = None) -> Path:
+    """Print every run's row, write the artifact, then the flags and, last, the comparison lines."""
+    order = [run.arm.name for run in runs if run.seed == 0]
+    runs = sorted(runs, key=lambda run: (order.index(run.arm.name), run.seed))
+    rows = [{**run.row(), **(extra_rows or {}).get((run.arm.name, run.seed), {})} for run in runs]
+    print(f"\n{'arm':24s} {'seed':>4s} {'steps':>7s} {'samples/step':>12s} {'before':>7s} {'after':>7s}  label")
+    for row in rows:
+        print(f"{row['arm']:24s} {row['seed']:4d} {row['steps']:3d}/{row['steps_wanted']:<3d} "
+              f"{row['samples_per_step']:12.1f} {row['accuracy_before']:7.1%} {row['accuracy_after']:7.1%}  "
+              f"{row['label']}")
+    bound = [f"{row['arm']} seed {row['seed']}: the time cap bound after {row['steps']} of {row['steps_wanted']} steps"
+             for row in rows if row["time_cap_bound"]]
+    path = artifacts.write(bench, rows, comparisons, {
+        "steps": budget.steps, "max_minutes": budget.max_minutes, "seeds": budget.seeds,
+        "heldout_wanted": budget.heldout, "overrides": list(budget.overrides), "execution": execution(budget),
+        "time_cap_bound": bound, **(summary or {})}, directory=results_dir)
+    print(f"artifact: {path}")
+    for run in bound:
+        print(f"FLAG {run}: its comparisons are not at equal budgets")
+    for comparison in comparisons:
+        print(comparison_line(comparison))
+    return path
