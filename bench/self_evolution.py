@@ -1,85 +1,122 @@
-"""Self-evolution, measured rather than assumed: for each self-evolution recipe, held-out accuracy before
-training, after it, and after the same budget of the recipe's no-evolution ablation.
+"""Self-evolution, measured rather than assumed: for each self-evolution recipe, held-out accuracy after
+training against its no-evolution ablation at the same budget.
 
-Arms (each recipe as shipped in recipes/, then its ablation with the same steps and minutes):
+Arms (each recipe as shipped in recipes/, then its ablation):
 - eva: prompts evolved by the policy (creator) vs a fixed prompt pool (curriculum.evolve.every=0);
-- ttrl: majority vote plus EVOL-RL's novelty bonus vs majority vote alone (TTRL), both label-free;
-- comas: several agents discussing, graded by each other, vs a single agent playing every role;
+- ttrl: majority vote plus EVOL-RL's novelty bonus vs majority vote alone (TTRL), both label-free and both
+  test-time: they train on the evaluation prompts themselves (without answers), so their accuracy is
+  labelled "test-time (trained on the evaluation prompts)", never held-out;
+- comas: several agents discussing, graded by each other, vs a single agent playing every role; compared on
+  the greedy discussion's final answer (eval_after_discussion.jsonl);
 - agent0: tasks proposed by the policy (curriculum agent) vs no creator: the executor trained by majority
-  vote on fixed family prompts;
-- spiral: self-play against the evolving policy itself vs a fixed opponent (the frozen base policy).
+  vote on fixed family prompts, with as many tasks per step as gives it the samples the creator arm draws at
+  most (proposals plus answers_per_task answers to each);
+- spiral: self-play against the evolving policy itself vs a fixed opponent (the frozen base policy), the
+  fixed-opponent arm with twice the games per task so that both train on the same samples per step. The
+  recipe's own held-out score (legal opening moves) is 100% for both arms and cannot separate them; the
+  comparison is the win rate against the base policy on held-out deals, each played with the trained policy
+  in either seat (temperature 0.01, a fixed seed). The base policy is the fixed-opponent arm's training
+  opponent too, which favours that arm.
 
-Held-out tasks always carry ground truth, read only for the accuracy. A recipe's two arms run at the same
-time, each in its own process on one core, so both see the same machine; ``--steps`` binds the budget (the
-same number of updates for both arms), ``--minutes`` caps each arm's training time.
+Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed, the same samples per step,
+``--max-minutes`` a safety net flagged if it binds; ``--seeds`` training seeds, one held-out set of at least
+``--heldout`` tasks per recipe for every arm and seed (Kuhn poker deals for spiral).
 
-    python bench/self_evolution.py                         # every recipe, 20 steps, 10 minutes cap per arm
-    python bench/self_evolution.py --recipes eva ttrl --steps 10
-Prints a table and, last, ``evolution_gain_points=X`` (mean over recipes of recipe minus ablation, points).
+    python bench/self_evolution.py                                   # every recipe, 20 steps, 3 seeds
+    python bench/self_evolution.py --recipes eva ttrl --steps 10 --heldout 100
+Prints a row per arm and seed, writes bench/results/self_evolution-*.json and, last, one comparison line
+per recipe (recipe minus ablation, points, 95% interval).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-import tempfile
 from pathlib import Path
 
-from runs import launch  # bench/runs.py: this script's directory is on sys.path
+import torch
+from runs import (TEST_TIME, Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare,
+                  heldout_of, report, run_arms, runs_dir_from, trained_policy)
+
+from autotelic.backends.hf import HFPolicy
+from autotelic.config import RunConfig
+from autotelic.envs import make_game_factory
+from autotelic.rollout.selfplay import SelfPlaySampler
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
-ABLATIONS: dict[str, tuple[str, list[str]]] = {
-    "eva": ("fixed prompt pool", ["curriculum.evolve.every=0"]),
-    "ttrl": ("majority vote alone", ["filter.rewards=[{name: majority_vote}]"]),
-    "comas": ("single agent", ["discussion.agents=1"]),
-    "agent0": ("no creator", ["generate.mode=sample", "generate.group_size=8", "filter.rewards=[{name: majority_vote}]",
-                              "filter.pass_rate_band=[0.3, 0.8]"]),
-    "spiral": ("fixed opponent", ["generate.opponent=frozen"]),
+ABLATIONS: dict[str, tuple[str, ...]] = {
+    "eva": ("curriculum.evolve.every=0",),
+    "ttrl": ("filter.rewards=[{name: majority_vote}]",),
+    "comas": ("discussion.agents=1",),
+    "agent0": ("generate.mode=sample", "generate.group_size=8", "filter.rewards=[{name: majority_vote}]",
+               "filter.pass_rate_band=[0.3, 0.8]"),
+    "spiral": ("generate.opponent=frozen",),
 }
+ABLATION_GROUP = 8  # agent0's ablation: answers per fixed prompt
 
 
-def accuracy_of(summary: dict) -> tuple[float, float]:
-    return summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
+def arms_of(recipe: str, budget: Budget) -> tuple[Arm, Arm]:
+    """The recipe and its ablation, the ablation sized to the recipe's samples per step."""
+    path = RECIPES / f"{recipe}.yaml"
+    label = TEST_TIME if recipe == "ttrl" else ""
+    shipped = Arm(recipe, (), path, label)
+    config = arm_config(shipped, budget)
+    sizing: tuple[str, ...] = ()
+    if recipe == "agent0":  # proposer prompts x proposals, each answered answers_per_task times, at most
+        drawn = config.control.tasks_per_step * config.generate.group_size * (1 + config.propose.answers_per_task)
+        sizing = (f"control.tasks_per_step={-(-drawn // ABLATION_GROUP)}",)
+    elif recipe == "spiral":  # a fixed opponent's seats are not trained: twice the games, the same samples
+        sizing = (f"generate.group_size={2 * config.generate.group_size}",)
+    return shipped, Arm(f"{recipe}-ablation", (*ABLATIONS[recipe], *sizing), path, label)
+
+
+def spiral_wins(run: ArmRun, budget: Budget) -> float:
+    """Write the trained policy's games against the base policy on the held-out deals to
+    ``eval_after_wins.jsonl`` (one record per deal and seat, reward 1 for a win); returns the win rate."""
+    config: RunConfig = arm_config(run.arm, budget)
+    base = HFPolicy(config.model, seed=config.eval.seed)
+    sampler = SelfPlaySampler(trained_policy(run, config), make_game_factory(config.generate.env), temperature=0.01,
+                              max_turns=config.control.max_turns, opponent=base)
+    torch.manual_seed(config.eval.seed)
+    tasks = heldout_of(run.arm, budget)
+    records = []
+    for start in range(0, len(tasks), config.eval.batch_size):
+        for group in sampler.generate(tasks[start:start + config.eval.batch_size], 2, config.control.max_new_tokens):
+            records += [{"family": group.task.family, "level": group.task.level, "prompt": group.task.prompt,
+                         "unit": f"seat {sample.info['player']}", "reward": float(sample.info["return"] > 0)}
+                        for sample in group.samples]
+    (run.run_dir / "eval_after_wins.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return sum(r["reward"] for r in records) / len(records)
+
+
+def measure(recipe: str, runs: list[ArmRun]) -> Measure:
+    if recipe == "comas":
+        return Measure(runs, "eval_after_discussion", "final")
+    if recipe == "spiral":
+        return Measure(runs, "eval_after_wins")
+    return Measure(runs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipes", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS))
-    parser.add_argument("--steps", type=int, default=20, help="training steps per arm")
-    parser.add_argument("--minutes", type=float, default=10.0, help="training minutes per arm at most")
-    parser.add_argument("--runs-dir", type=Path, default=None, help="keep the runs here")
-    parser.add_argument("--reuse", action="store_true", help="keep arms already finished in --runs-dir")
-    parser.add_argument("overrides", nargs="*", help="extra config overrides for every arm")
+    add_budget_arguments(parser, steps=20, max_minutes=60.0, heldout=200)
     args = parser.parse_args()
-    runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="self-evolution-"))
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    rows = []
+    budget = budget_from(args)
+    runs_dir = runs_dir_from(args, "self-evolution")
+    runs, comparisons, extra = [], [], {}
     for recipe in args.recipes:
-        label, ablation = ABLATIONS[recipe]
-        arms = {recipe: [], f"{recipe}-ablation": ablation}
-        running = {}
-        for arm, overrides in arms.items():
-            if args.reuse and (runs_dir / arm / "summary.json").is_file():
-                print(f"{arm}: reusing {runs_dir / arm}", flush=True)
-            else:
-                running[arm] = launch(arm, overrides + args.overrides, runs_dir, args.minutes, 1,
-                                      RECIPES / f"{recipe}.yaml", steps=args.steps)
-        failed = [arm for arm, process in running.items() if process.wait() != 0]
-        if failed:
-            sys.exit(f"arm {failed[0]} failed: see {runs_dir / (failed[0] + '.log')}")
-        summaries = {arm: json.loads((runs_dir / arm / "summary.json").read_text()) for arm in arms}
-        for arm, summary in summaries.items():
-            print(f"{arm}: {summary['steps']} steps, {summary['train_seconds'] / 60:.1f} training minutes", flush=True)
-        before, after = accuracy_of(summaries[recipe])
-        _, ablated = accuracy_of(summaries[f"{recipe}-ablation"])
-        rows.append((recipe, label, summaries[recipe]["heldout_tasks"], before, after, ablated))
-    print(f"\n{'recipe':8s} {'held-out':>8s} {'before':>7s} {'after':>7s} {'ablation':>9s}  ablation arm")
-    for recipe, label, tasks, before, after, ablated in rows:
-        print(f"{recipe:8s} {tasks:8d} {before:7.1%} {after:7.1%} {ablated:9.1%}  {label}")
-    print(f"runs in {runs_dir}")
-    gain = 100 * sum(after - ablated for *_, after, ablated in rows) / len(rows)
-    print(f"evolution_gain_points={gain:.1f}")
+        shipped, ablation = arms_of(recipe, budget)
+        these = run_arms([shipped, ablation], budget, runs_dir)
+        if recipe == "spiral":
+            extra |= {(run.arm.name, run.seed): {"win_rate_vs_base": spiral_wins(run, budget),
+                                                 "note": "accuracy: legal opening moves, saturated, not compared"}
+                      for run in these}
+        name = f"{recipe}_vs_ablation" + (f" [{TEST_TIME}]" if shipped.label else "")
+        comparisons.append(compare(name, measure(recipe, [r for r in these if r.arm == ablation]),
+                                   measure(recipe, [r for r in these if r.arm == shipped])))
+        runs += these
+    report("self_evolution", runs, comparisons, budget, args.results_dir, extra)
 
 
 if __name__ == "__main__":
