@@ -1,78 +1,85 @@
-"""ReST-RL on code: pass@1 on a held-out code set for the base model, plain GRPO, ReST-GRPO, and
-ReST-GRPO with value-model decoding (best-of-n picked by the value model, and VM-MCTS) at the same
-completion-token budget per task.
+"""ReST-RL on code: pass@1 on a held-out code set for plain GRPO, ReST-GRPO, and ReST-GRPO with value-model
+decoding (best-of-n picked by the value model, and VM-MCTS) at the same completion-token budget per task.
 
-Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, unit-test rewards in
-the sandbox) for the same training minutes, one after the other with every core:
+Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, unit-test rewards in the sandbox):
 - grpo: GRPO on groups with any reward spread; no partial-solution prompts, no dynamic sampling;
-- rest: ReST-GRPO (groups of reward std < 0.05 dropped and refilled, partial-solution prompts cut
-        from correct answers), then VM-MCTS: MCTS with test-scored rollouts on training problems
-        labels partial programs, a value model learns them, and the held-out set is decoded with it.
-Prints a table and, last, ``vm_mcts_gain_points=X`` (VM-MCTS minus ReST-GRPO greedy, in points).
+- rest: ReST-GRPO (groups of reward std < 0.05 dropped and refilled, partial-solution prompts cut from
+        correct answers), then VM-MCTS: MCTS with test-scored rollouts on training problems labels partial
+        programs, a value model learns them, and the held-out set is decoded with it.
+Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same generation budget
+per step for both (``control.max_tokens_per_step`` = tasks_per_step x group_size x max_new_tokens, so the
+refills of dynamic sampling stay within what GRPO may spend); ``--max-minutes`` a safety net flagged if it
+binds; decodings at ``eval.token_budget`` completion tokens per task, which best-of-n never exceeds.
+Every arm and seed is a fresh run of the checked-out code (no reuse of older runs). ``--seeds`` training
+seeds, one held-out set of at least ``--heldout`` problems for all.
 
-    python bench/rest_rl.py                  # 10 training minutes per arm, ~35 min in all
-    python bench/rest_rl.py --minutes 4      # quicker, noisier
+    python bench/rest_rl.py                          # 40 steps, 3 seeds, 201 held-out problems
+    python bench/rest_rl.py --steps 10 --heldout 60 --oracle
+Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
+rest_vs_grpo (greedy), best_of_n_vs_greedy and vm_mcts_vs_greedy (on the rest runs), oracle_vs_greedy with
+--oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would have).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-from runs import launch  # bench/runs.py: this script's directory is on sys.path
+from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare, heldout_of,
+                  report, run_arms, runs_dir_from, trained_policy)
+
+from autotelic.evaluate import evaluate
+from autotelic.train import sandbox_isolation
+from autotelic.vm_mcts import decoding_for
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
-ARMS = {
-    "grpo": ["curriculum.prefix_fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
-             "value.enabled=false"],
-    "rest": [],
-}
+ARMS = (Arm("grpo", ("curriculum.prefix_fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
+                     "value.enabled=false"), RECIPE),
+        Arm("rest", (), RECIPE))
+
+
+def with_token_cap(arm: Arm, budget: Budget) -> Arm:
+    config = arm_config(arm, budget)
+    cap = config.control.tasks_per_step * config.generate.group_size * config.control.max_new_tokens
+    return Arm(arm.name, (*arm.overrides, f"control.max_tokens_per_step={cap}"), arm.recipe, arm.label)
+
+
+def oracle(run: ArmRun, budget: Budget) -> dict[str, float]:
+    """Best-of-n picked by the hidden tests, written to ``eval_after_oracle.jsonl``."""
+    config = arm_config(run.arm, budget)
+    sandbox_isolation(config)
+    decoding = decoding_for(config, "best_of_n", None)
+    decoding.select_by = "verifier"
+    result = evaluate(trained_policy(run, config), heldout_of(run.arm, budget), config.eval.max_new_tokens,
+                      config.eval.batch_size, decoding)
+    (run.run_dir / "eval_after_oracle.jsonl").write_text("".join(json.dumps(r) + "\n" for r in result.records))
+    return {"oracle_accuracy": result.accuracy, "oracle_tokens_per_task": result.tokens_per_task}
+
+
+def decodings(run: ArmRun) -> dict[str, float]:
+    """The rest arm's decodings: accuracy and completion tokens per task of each."""
+    found = run.summary()["value"]["decodings"]
+    return {f"{name}_{key}": result[key] for name, result in found.items() for key in ("accuracy", "tokens_per_task")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=10.0, help="training minutes per arm")
-    parser.add_argument("--runs-dir", type=Path, default=None, help="keep the runs here")
-    parser.add_argument("--oracle", action="store_true",
-                        help="also best-of-n picked by the hidden tests: the headroom a perfect value model would have")
-    parser.add_argument("--reuse", action="store_true", help="keep arms already finished in --runs-dir")
-    parser.add_argument("overrides", nargs="*", help="extra config overrides for both arms")
+    parser.add_argument("--oracle", action="store_true", help="also best-of-n picked by the hidden tests")
+    add_budget_arguments(parser, steps=40, max_minutes=90.0, heldout=200)
     args = parser.parse_args()
-    runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="rest-rl-"))
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    summaries = {}
-    for name, overrides in ARMS.items():
-        if args.reuse and (runs_dir / name / "summary.json").is_file():
-            print(f"arm {name}: reusing {runs_dir / name}")
-        elif launch(name, overrides + args.overrides, runs_dir, args.minutes, None, RECIPE).wait() != 0:
-            sys.exit(f"arm {name} failed: see {runs_dir / (name + '.log')}")
-        summaries[name] = json.loads((runs_dir / name / "summary.json").read_text())
-    grpo, rest = summaries["grpo"], summaries["rest"]
-    decodings = rest["value"]["decodings"]
-    rows = [
-        ("base model, greedy", grpo["eval_before"]),
-        (f"plain GRPO ({grpo['steps']} steps), greedy", grpo["eval_after"]),
-        (f"ReST-GRPO ({rest['steps']} steps), greedy", rest["eval_after"]),
-        ("ReST-GRPO + best-of-n by value model", decodings["best_of_n"]),
-        ("ReST-GRPO + VM-MCTS", decodings["vm_mcts"]),
-    ]
-    if args.oracle:
-        command = [sys.executable, "-m", "autotelic.cli", "eval", str(runs_dir / "rest"), "eval.decoding=best_of_n",
-                   "eval.select_by=verifier", *args.overrides]
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
-        rows.append(("ReST-GRPO + best-of-n by hidden tests (oracle)", json.loads(done.stdout)))
-    print(f"held-out: {rest['heldout_tasks']} code tasks; value model trained on "
-          f"{rest['value']['metrics']['value/examples']:.0f} search nodes and rollouts")
-    print(f"{'':44s} {'pass@1':>7s} {'tokens/task':>12s}")
-    for label, result in rows:
-        print(f"{label:44s} {result['accuracy']:7.1%} {result.get('tokens_per_task', 0):12.0f}")
-    print(f"runs in {runs_dir}")
-    gain = 100 * (decodings["vm_mcts"]["accuracy"] - rest["eval_after"]["accuracy"])
-    print(f"vm_mcts_gain_points={gain:.1f}")
+    budget = budget_from(args)
+    grpo, rest = (with_token_cap(arm, budget) for arm in ARMS)
+    runs = run_arms([grpo, rest], budget, runs_dir_from(args, "rest-rl"))
+    trained = {arm.name: [run for run in runs if run.arm == arm] for arm in (grpo, rest)}
+    extra = {(run.arm.name, run.seed): {**decodings(run), **(oracle(run, budget) if args.oracle else {})}
+             for run in trained["rest"]}
+    greedy = Measure(trained["rest"])
+    comparisons = [compare("rest_vs_grpo", Measure(trained["grpo"]), greedy),
+                   *[compare(f"{name}_vs_greedy", greedy, Measure(trained["rest"], f"eval_after_{name}"))
+                     for name in ("best_of_n", "vm_mcts", *(["oracle"] if args.oracle else []))]]
+    report("rest_rl", runs, comparisons, budget, args.results_dir, extra,
+           {"token_budget": arm_config(rest, budget).eval.token_budget})
 
 
 if __name__ == "__main__":
