@@ -30,10 +30,10 @@ import stats
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import RunConfig, load_config
-from autotelic.evaluate import heldout_tasks
+from autotelic.heldout import LABELS, build_heldout
 from autotelic.types import Task
 
-TEST_TIME = "test-time (trained on the evaluation prompts)"
+TEST_TIME = LABELS["test_time"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,8 @@ class ArmRun:
         summary = self.summary()
         metrics = [json.loads(line) for line in (self.run_dir / "metrics.jsonl").read_text().splitlines()]
         samples = sum(m.get("generate/samples", 0) for m in metrics)
-        return {"arm": self.arm.name, "seed": self.seed, "label": self.arm.label, "steps": summary["steps"],
+        label = self.arm.label or summary.get("heldout_label", "")
+        return {"arm": self.arm.name, "seed": self.seed, "label": label, "steps": summary["steps"],
                 "steps_wanted": self.steps_wanted, "time_cap_bound": self.time_cap_bound(),
                 "train_minutes": round(summary["train_seconds"] / 60, 2), "samples": samples,
                 "samples_per_step": round(samples / max(1, summary["steps"]), 1),
@@ -116,8 +117,7 @@ def arm_config(arm: Arm, budget: Budget) -> RunConfig:
 
 def heldout_of(arm: Arm, budget: Budget) -> list[Task]:
     """The held-out tasks the arm's runs evaluate on (the same for every seed)."""
-    config = arm_config(arm, budget)
-    return heldout_tasks(config.curriculum.families, config.eval.levels, config.eval.per_level, config.eval.seed)
+    return list(build_heldout(arm_config(arm, budget)))
 
 
 def trained_policy(run: ArmRun, config: RunConfig) -> HFPolicy:
@@ -187,7 +187,7 @@ class Measure:
 
     runs: list[ArmRun]
     records: str = "eval_after"
-    field: str = "reward"
+    field: str = "correct"  # the records' strict 0/1; a graded field (a discussion's "final") counts when full
 
     def matrix(self) -> tuple[list[tuple], list[list[float]]]:
         """(task keys, seeds x tasks scores); the tasks must be the same, in the same order, for every seed."""
@@ -199,7 +199,7 @@ class Measure:
             if keys is not None and these != keys:
                 raise ValueError(f"{run.run_dir / self.records}: other held-out tasks than the other seeds'")
             keys = these
-            rows.append([float(r[self.field]) for r in records])
+            rows.append([float(r[self.field] >= 1.0) for r in records])  # strict: full marks or nothing
         return keys or [], rows
 
 

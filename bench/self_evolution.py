@@ -13,10 +13,11 @@ Arms (each recipe as shipped in recipes/, then its ablation):
   most (proposals plus answers_per_task answers to each);
 - spiral: self-play against the evolving policy itself vs a fixed opponent (the frozen base policy), the
   fixed-opponent arm with twice the games per task so that both train on the same samples per step. The
-  recipe's own held-out score (legal opening moves) is 100% for both arms and cannot separate them; the
-  comparison is the win rate against the base policy on held-out deals, each played with the trained policy
-  in either seat (temperature 0.01, a fixed seed). The base policy is the fixed-opponent arm's training
-  opponent too, which favours that arm.
+  recipe's own score (legal opening moves) saturates for both arms and cannot separate them; the comparison
+  is the win rate against the base policy in at least ``--heldout`` games on the evaluation deals (Kuhn poker
+  has 6 deals, which self-play training plays too), the trained policy in either seat, at the recipe's
+  temperature from a fixed seed. The base policy is the fixed-opponent arm's training opponent too, which
+  favours that arm.
 
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed, the same samples per step,
 ``--max-minutes`` a safety net flagged if it binds; ``--seeds`` training seeds, one held-out set of at least
@@ -71,22 +72,24 @@ def arms_of(recipe: str, budget: Budget) -> tuple[Arm, Arm]:
 
 
 def spiral_wins(run: ArmRun, budget: Budget) -> float:
-    """Write the trained policy's games against the base policy on the held-out deals to
-    ``eval_after_wins.jsonl`` (one record per deal and seat, reward 1 for a win); returns the win rate."""
+    """Games of the trained policy against the base policy on the evaluation deals, at least ``budget.heldout``
+    of them (Kuhn poker has 6 deals: each is played many times, the trained policy in either seat, at the
+    recipe's temperature from a fixed seed), to ``eval_after_wins.jsonl``, 1 for a win; returns the win rate."""
     config: RunConfig = arm_config(run.arm, budget)
     base = HFPolicy(config.model, seed=config.eval.seed)
-    sampler = SelfPlaySampler(trained_policy(run, config), make_game_factory(config.generate.env), temperature=0.01,
-                              max_turns=config.control.max_turns, opponent=base)
+    sampler = SelfPlaySampler(trained_policy(run, config), make_game_factory(config.generate.env),
+                              config.generate.temperature, max_turns=config.control.max_turns, opponent=base)
+    deals = heldout_of(run.arm, budget)
+    games = 2 * -(-budget.heldout // (2 * len(deals)))  # per deal, even: as many in either seat
     torch.manual_seed(config.eval.seed)
-    tasks = heldout_of(run.arm, budget)
     records = []
-    for start in range(0, len(tasks), config.eval.batch_size):
-        for group in sampler.generate(tasks[start:start + config.eval.batch_size], 2, config.control.max_new_tokens):
-            records += [{"family": group.task.family, "level": group.task.level, "prompt": group.task.prompt,
-                         "unit": f"seat {sample.info['player']}", "reward": float(sample.info["return"] > 0)}
-                        for sample in group.samples]
+    for deal in deals:
+        for group in sampler.generate([deal], games, config.control.max_new_tokens):
+            records += [{"family": deal.family, "level": deal.level, "prompt": deal.prompt,
+                         "unit": f"seat {sample.info['player']} game {index}",
+                         "correct": float(sample.info["return"] > 0)} for index, sample in enumerate(group.samples)]
     (run.run_dir / "eval_after_wins.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return sum(r["reward"] for r in records) / len(records)
+    return sum(r["correct"] for r in records) / len(records)
 
 
 def measure(recipe: str, runs: list[ArmRun]) -> Measure:

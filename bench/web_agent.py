@@ -44,7 +44,7 @@ def operator_records(policy: HFPolicy, budget: Budget) -> list[dict]:
 
 def write_records(run: ArmRun, name: str, records: list[dict]) -> dict[str, float]:
     (run.run_dir / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return {f"{name}_success": sum(r["reward"] for r in records) / len(records),
+    return {f"{name}_success": sum(r["correct"] for r in records) / len(records),
             f"{name}_valid_actions": valid_share(records)}
 
 
