@@ -319,6 +319,44 @@ def test_bad_reward_function_is_named_before_the_run_starts(tmp_path, name, mess
     assert message.format(dir=tmp_path) in error
 
 
+# ---- environments: a module by dotted path, named before the run starts ------------------------------------
+ENV_MODULES = {  # module name -> its source, written to a folder on sys.path
+    "broken_env_xyz": "def load_environment(:\n",
+    "needs_dep_env_xyz": "import no_such_dependency_xyz\n",
+    "dict_env_xyz": "def load_environment():\n    return {}\n",
+    "mixed_env_xyz": ("from autotelic.envs.guess_number import GuessNumberEnv\n"
+                      "from autotelic.envs.registry import EnvironmentSpec\nfrom autotelic.types import Task\n"
+                      "def load_environment():\n    return EnvironmentSpec(GuessNumberEnv, "
+                      "[Task('a', '1', 'x', 1, 'a'), Task('b', '2', 'y', 1, 'b')])\n"),
+}
+ENVIRONMENTS = [  # (generate.env and its args, the message)
+    (["generate.env=no_such_env_xyz"], "unknown environment 'no_such_env_xyz'; built in: guess_number, calculator, "
+     "python, textarena, web, web_browser; or a module with load_environment(**kwargs) by dotted path (my_pkg.my_env, "
+     "found on PYTHONPATH) or installed under the 'autotelic.environments' entry point"),
+    (["generate.env=my_pkg_xyz.env"], "unknown environment 'my_pkg_xyz.env'; built in:"),
+    (["generate.env=json"], "unknown environment 'json': the module json has no load_environment(**kwargs) returning "
+                            "an EnvironmentSpec; built in:"),
+    (["generate.env=broken_env_xyz"], "environment module 'broken_env_xyz' failed to import: SyntaxError: "),
+    (["generate.env=needs_dep_env_xyz"], "environment module 'needs_dep_env_xyz' failed to import: No module named "
+                                         "'no_such_dependency_xyz'"),
+    (["generate.env=dict_env_xyz"], "load_environment of environment 'dict_env_xyz' returned dict, not an "
+                                    "autotelic.envs.registry.EnvironmentSpec"),
+    (["generate.env=mixed_env_xyz"], "environment 'mixed_env_xyz': an environment's tasks must share one family name, "
+                                     "got ['x', 'y']"),
+    (["generate.env=guess_number", "generate.env_args={level: 3}"], "load_environment of environment 'guess_number' "
+     "raised TypeError: load_environment() got an unexpected keyword argument 'level'"),
+]
+
+
+@pytest.mark.parametrize("overrides, message", ENVIRONMENTS, ids=[" ".join(o) for o, _ in ENVIRONMENTS])
+def test_bad_environment_is_named_before_the_run_starts(tmp_path, monkeypatch, overrides, message):
+    for module, source in ENV_MODULES.items():
+        (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    runs = tmp_path / "runs"
+    assert message in _refused(["run", "generate.mode=episode", *overrides, f"logging.runs_dir={runs}"], runs)
+
+
 # ---- model directories ----------------------------------------------------------------------------
 def _tokenizer_files(directory: Path) -> None:
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):

@@ -293,3 +293,96 @@ def test_trl_reward_example_trains_through_the_python_api(tmp_path, monkeypatch)
         expected = accuracy_reward(chat, [row["answer"]])[0] + 0.05 * reward_len(chat)[0]
         assert row["reward"] == pytest.approx(expected)
     assert summary["eval_before"]["by_family"].keys() == {"file:data.jsonl"}
+
+
+# ---- own environments: load_environment by module path or entry point -------------------------------------
+OWN_ENV = EXAMPLES / "own_env"
+
+
+def test_an_environment_module_is_found_by_path_and_gives_its_defaults(monkeypatch):
+    from autotelic.config import load_config
+    from autotelic.envs.registry import BUILT_IN, EnvironmentSpec, load_environment
+
+    monkeypatch.syspath_prepend(str(OWN_ENV))
+    config = load_config(None, ["generate.mode=episode", "generate.env=counting_game", "generate.env_args={turns: 3}"])
+    # its own tasks, levels and reward where the run names none
+    assert config.curriculum.families == ["counting"] and config.curriculum.levels == config.eval.levels == [1, 2]
+    assert [(r.name, r.weight) for r in config.filter.rewards] == [("env", 1.0)]
+    assert get_family("counting").score(Task("q", "7", "counting", 1, "u"), "it is 7") == 1.0
+    env = load_environment("counting_game", {"turns": 3}).make_env()
+    task = get_family("counting").generate(random.Random(0), 1)
+    env.reset(task)
+    first = int(task.answer)
+    steps = [env.step(str(first)), env.step("no idea"), env.step(str(first + 5)), env.step(str(first + 2))]
+    assert [s.reward for s in steps] == [pytest.approx(1 / 3), 0.0, 0.0, pytest.approx(1 / 3)]
+    assert [s.done for s in steps] == [False, False, False, True] and steps[1].info == {"valid": False}
+    # what a recipe or override names wins
+    config = load_config(None, ["generate.mode=episode", "generate.env=counting_game", "curriculum.families=[add]",
+                                "filter.rewards=[{name: verifier}]"])
+    assert config.curriculum.families == ["add"] and [r.name for r in config.filter.rewards] == ["verifier"]
+    # the built-in environments are modules found the same way
+    assert all(isinstance(load_environment(name), EnvironmentSpec) for name in BUILT_IN)
+    assert load_config(None, ["generate.mode=episode", "generate.env=guess_number"]).curriculum.families == [
+        "guess_number"]
+
+
+def test_an_installed_package_announces_its_environment_by_entry_point(tmp_path, monkeypatch):
+    """A real distribution's metadata (what pip writes) on sys.path: importlib.metadata reads its entry points."""
+    from autotelic.config import load_config
+    from autotelic.envs.registry import load_environment
+
+    dist = tmp_path / "counting_game_env-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: counting-game-env\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[autotelic.environments]\ncounting = counting_game\n"
+                                           "counting_fn = counting_game:load_environment\n")
+    monkeypatch.syspath_prepend(str(OWN_ENV))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("counting", "counting_fn"):
+        spec = load_environment(name, {"turns": 4})
+        assert spec.make_env().turns == 4 and spec.family.name == "counting"
+    assert load_config(None, ["generate.mode=episode", "generate.env=counting"]).curriculum.families == ["counting"]
+
+
+@pytest.mark.slow
+def test_a_user_environment_episode_masks_the_environment_turns(embedded_dir, monkeypatch):
+    """The episode generator treats a user's environment as ours: the game's replies are in the transcript,
+    masked out of the loss (log-prob 0), the policy's turns are trained on."""
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+    from autotelic.envs import make_env_factory
+    from autotelic.rollout.generate import EpisodeSampler
+
+    monkeypatch.syspath_prepend(str(OWN_ENV))
+    policy = HFPolicy(ModelConfig(path=str(embedded_dir), threads=2), seed=0)
+    make_env = make_env_factory("counting_game", {"turns": 3})
+    family = get_family("counting")
+    tasks = [family.generate(random.Random(seed), 1) for seed in (1, 2)]
+    groups = EpisodeSampler(policy, make_env, temperature=1.0, max_turns=3, turn_tokens=8).generate(tasks, 2, 64)
+    samples = [s for g in groups for s in g.samples]
+    assert len(samples) == 4 and any(s.info["turns"] > 1 for s in samples)
+    for sample in samples:
+        mask = sample.loss_mask()
+        assert len(mask) == len(sample.token_ids) == len(sample.logprobs)
+        assert all(lp == 0.0 for lp, m in zip(sample.logprobs, mask) if not m)
+        if sample.info["turns"] > 1:
+            observed = policy.tokenizer.decode([t for t, m in zip(sample.token_ids, mask) if not m])
+            assert sample.info["observations"][0] in observed and "<|im_start|>user" in observed
+            assert any(mask) and not all(mask)
+
+
+@pytest.mark.slow
+def test_own_environment_example_trains_through_the_cli(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(OWN_ENV)}
+    command = [sys.executable, "-m", "autotelic.cli", "run", "generate.mode=episode", "generate.env=counting_game",
+               "control.max_turns=2", "control.turn_tokens=6", "filter.drop_zero_variance=false", *TINY,
+               "eval.levels=[1]",
+               f"logging.runs_dir={tmp_path}", "logging.run_name=env"]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = tmp_path / "env"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 1 and summary["eval_before"]["by_family"].keys() == {"counting"}
+    rows = _rollouts(run_dir)
+    assert rows and all(r["prompt"].startswith("Let's count up from") for r in rows)
+    assert all(1 <= r["turns"] <= 2 and len(r["observations"]) == r["turns"] for r in rows)

@@ -126,7 +126,12 @@ class GenerateConfig:
     partial_segment_tokens: int = 16
     """Partial mode: tokens generated per sample per step before it pauses."""
     env: str | None = None
-    """Episode and selfplay modes: the environment or two-player game name (see ``autotelic.envs``)."""
+    """Episode and selfplay modes: the environment or two-player game: built in (guess_number, calculator, python,
+    textarena, web, web_browser), an installed package's 'autotelic.environments' entry point, or a module with
+    load_environment(**kwargs) by dotted path (my_pkg.my_env). Its own tasks and rewards are the defaults of
+    curriculum.families/levels and filter.rewards."""
+    env_args: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the environment's load_environment."""
     opponent: Literal["self", "frozen"] = "self"
     """Selfplay: the policy plays itself, or a frozen copy of the initial policy (SPIRAL's fixed-opponent
     ablation; the policy then takes each seat in every other game and trains on its seats only)."""
@@ -803,6 +808,30 @@ def _overridden(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) ->
         _set_dotted(data, key, value)
     config = _build(RunConfig, data)
     config.check()
+    return _with_environment_defaults(config, data)
+
+
+def _with_environment_defaults(config: RunConfig, data: dict[str, Any]) -> RunConfig:
+    """The environment's own tasks and rewards where neither the recipe nor an override names any (``data``:
+    what they set). Loading it here names a bad ``generate.env`` before anything else runs."""
+    if config.generate.env is None:
+        return config
+    from autotelic.envs import UnknownEnvironmentError
+    from autotelic.envs.registry import load_environment
+
+    try:
+        spec = load_environment(config.generate.env, config.generate.env_args)
+    except UnknownEnvironmentError as error:
+        raise ConfigError(str(error)) from None
+    family, curriculum, evaluation = spec.family, data.get("curriculum", {}), data.get("eval", {})
+    if family is not None and "families" not in curriculum:
+        config.curriculum.families = [family.name]
+        for section, given in ((config.curriculum, curriculum), (config.eval, evaluation)):
+            if "levels" not in given:
+                section.levels = list(family.levels)
+    if spec.rewards and "rewards" not in data.get("filter", {}):
+        config.filter.rewards = _coerce([dict(reward) for reward in spec.rewards], list[RewardSpec],
+                                        f"rewards of environment {config.generate.env}")
     return config
 
 

@@ -271,7 +271,8 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         example = "textarena" if mode == "selfplay" else "guess_number"
         problems.append(f"generate.mode={mode} needs generate.env (e.g. {example})")
     if config.generate.env is not None:  # an unknown name stops here, with the known ones listed
-        (make_game_factory if mode == "selfplay" else make_env_factory)(config.generate.env)
+        (make_game_factory(config.generate.env) if mode == "selfplay"
+         else make_env_factory(config.generate.env, config.generate.env_args))
     if config.generate.opponent != "self" and mode != "selfplay":
         problems.append(f"generate.opponent={config.generate.opponent} needs generate.mode=selfplay, not {mode}")
     labelled = [r.name for r in config.filter.rewards if r.name in LABELLED_REWARDS]
@@ -468,6 +469,8 @@ def _worker_config(config: RunConfig) -> RunConfig:
     from autotelic.dist.actors import actor_threads
 
     threads = actor_threads(config.model.threads, config.dist.cpus_per_worker)
+    if config.generate.env is not None:  # its task family joins get_family's names in this process too
+        make_env_factory(config.generate.env, config.generate.env_args)
     return replace(config, model=replace(config.model, threads=threads),
                    dist=replace(config.dist, rollout_workers=0, reward_workers=0))
 
@@ -487,10 +490,11 @@ def build_rollout_worker(config: RunConfig, index: int) -> tuple[HFPolicy, Rollo
     return generation, build_generator(config, generation, build_heldout(config))  # the driver's, from the config
 
 
-def build_env_factory(config: RunConfig, name: str) -> Callable[[], Environment]:
-    """Fresh environments of ``name`` for training episodes: built in this process, or in ``dist.env_workers``
-    Ray actors (a rollout worker's own, when called in one)."""
-    make_env = make_env_factory(name)
+def build_env_factory(config: RunConfig, name: str, args: dict[str, Any] | None = None,
+                      ) -> Callable[[], Environment]:
+    """Fresh environments of ``name`` (built with ``args``) for training episodes: built in this process, or in
+    ``dist.env_workers`` Ray actors (a rollout worker's own, when called in one)."""
+    make_env = make_env_factory(name, args)
     if not config.dist.env_workers:
         return make_env
     from autotelic.dist.actors import connect
@@ -525,7 +529,7 @@ def build_generator(config: RunConfig, policy: HFPolicy, heldout: HeldOut, agent
     if gen.mode == "partial":
         return PartialRolloutSampler(policy, gen.temperature, gen.top_p, gen.partial_segment_tokens)
     if gen.mode == "episode":
-        return EpisodeSampler(policy, build_env_factory(config, gen.env), gen.temperature, gen.top_p,
+        return EpisodeSampler(policy, build_env_factory(config, gen.env, gen.env_args), gen.temperature, gen.top_p,
                               config.control.max_turns, turn_tokens=config.control.turn_tokens,
                               max_invalid=config.control.max_invalid)
     if gen.mode == "selfplay":
@@ -551,16 +555,18 @@ def build_operator(config: RunConfig, policy: HFPolicy) -> OperatorAgent:
             path = config.model.path if name == "base" else name
             models[name] = HFPolicy(replace(config.model, path=path, lora=False), seed=config.train.seed)
         roles[role] = models[name]
-    return OperatorAgent(roles, make_env_factory(config.generate.env), config.control.max_turns, cfg.plan_tokens,
-                         cfg.action_tokens, cfg.note_tokens, cfg.keep_recent)
+    make_env = make_env_factory(config.generate.env, config.generate.env_args)
+    return OperatorAgent(roles, make_env, config.control.max_turns, cfg.plan_tokens, cfg.action_tokens,
+                         cfg.note_tokens, cfg.keep_recent)
 
 
 def build_episode_agent(config: RunConfig, policy: HFPolicy) -> RolloutWorker:
     """Held-out episodes: the policy alone, greedy, or the operator agent (``eval.agent``)."""
     if config.eval.agent == "operator":
         return build_operator(config, policy)
-    return EpisodeSampler(policy, make_env_factory(config.generate.env), max_turns=config.control.max_turns,
-                          greedy=True, turn_tokens=config.control.turn_tokens, max_invalid=config.control.max_invalid)
+    make_env = make_env_factory(config.generate.env, config.generate.env_args)
+    return EpisodeSampler(policy, make_env, max_turns=config.control.max_turns, greedy=True,
+                          turn_tokens=config.control.turn_tokens, max_invalid=config.control.max_invalid)
 
 
 def evaluate_heldout(config: RunConfig, policy: HFPolicy, tasks: Sequence[Task], decoding: Decoding | None = None,

@@ -1,10 +1,11 @@
 """Text environments: ``reset(task) -> observation``, ``step(action) -> (observation, reward, done, info)``.
 
 A single-turn task is an environment with one turn. Observations come back to the policy as user
-messages of its chat template, and the episode generator masks their tokens out of the loss. A new
-environment is one module here plus a line in ``make_env_factory``. The episode generator resets and steps
-a batch of environments through ``call_all``, so environments in Ray actors (``dist/envs.py``) work on
-their calls at the same time.
+messages of its chat template, and the episode generator masks their tokens out of the loss. An
+environment is a module exposing ``load_environment(**kwargs)``, found by name, entry point or dotted path
+(``envs/registry.py``): ours are modules here, a user's live in their own package. The episode
+generator resets and steps a batch of environments through ``call_all``, so environments in Ray actors
+(``dist/envs.py``) work on their calls at the same time.
 
 Two-player games for self-play (``generate.mode=selfplay``) are ``TwoPlayerGame``s instead: each player
 reads its own observations, so one policy can play both roles with a transcript per role.
@@ -13,6 +14,7 @@ reads its own observations, so one policy can play both roles with a transcript 
 from __future__ import annotations
 
 from functools import partial
+from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple, Protocol
 
 from autotelic.types import Task
@@ -67,24 +69,12 @@ class UnknownEnvironmentError(ValueError):
     pass
 
 
-def make_env_factory(name: str) -> Callable[[], Environment]:
-    """A constructor for fresh environments of ``name`` (one per episode, so episodes share no state)."""
-    from autotelic.envs.guess_number import GuessNumberEnv
-    from autotelic.envs.textarena_games import TextArenaSelfPlayEnv
-    from autotelic.envs.tools import calculator_env, python_env
-    from autotelic.envs.web.env import WebEnv
+def make_env_factory(name: str, args: Mapping[str, Any] | None = None) -> Callable[[], Environment]:
+    """A constructor for fresh environments of ``name`` (one per episode, so episodes share no state): a built-in
+    one, an entry point or a module's dotted path, built with ``args`` (``envs/registry.py``)."""
+    from autotelic.envs.registry import load_environment
 
-    environments: dict[str, Callable[[], Environment]] = {
-        "guess_number": GuessNumberEnv,
-        "calculator": calculator_env,  # tool use on arithmetic families (add, rg_chain_sum, ...)
-        "python": python_env,
-        "textarena": TextArenaSelfPlayEnv,  # self-play on the ta_* families
-        "web": partial(WebEnv, "html"),  # the web_* families on the local sites, over plain HTTP (fast)
-        "web_browser": partial(WebEnv, "browser"),  # the same in headless Chromium
-    }
-    if name not in environments:
-        raise UnknownEnvironmentError(f"unknown environment '{name}'; available: {', '.join(sorted(environments))}")
-    return environments[name]
+    return load_environment(name, args).make_env
 
 
 def make_game_factory(name: str) -> Callable[[], TwoPlayerGame]:

@@ -7,7 +7,9 @@ action (reported in ``info``) and the episode goes on.
 from __future__ import annotations
 
 from autotelic.envs import Step
+from autotelic.envs.registry import EnvironmentSpec
 from autotelic.rewards.verifiers import first_integer
+from autotelic.tasks import get_family
 from autotelic.types import Task
 
 
@@ -30,3 +32,8 @@ class GuessNumberEnv:
         if guess == self.secret:
             return Step("correct", 1.0, True, {"valid": True, "guesses": len(self.guesses)})
         return Step("higher" if guess < self.secret else "lower", 0.0, False, {"valid": True})
+
+
+def load_environment() -> EnvironmentSpec:
+    """Played on the guess_number family, paid by the episode's return."""
+    return EnvironmentSpec(GuessNumberEnv, get_family("guess_number"), [{"name": "env"}])

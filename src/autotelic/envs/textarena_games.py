@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from autotelic.envs import Move, Step
+from autotelic.envs.registry import EnvironmentSpec
 from autotelic.types import Task
 
 Message = tuple[int, str, Any]  # textarena's (sender id, text, observation type)
@@ -139,3 +140,8 @@ class TextArenaSelfPlayEnv:
             return Step(self._observe(), 0.0, False, {"player": move.player, "valid": move.valid})
         return Step(f"Game over. {move.reason}".strip(), move.rewards[move.player], True,
                     {"player": move.player, "valid": move.valid, "rewards": move.rewards})
+
+
+def load_environment() -> EnvironmentSpec:
+    """Self-play transcripts over the ta_* families (``curriculum.families`` names the games)."""
+    return EnvironmentSpec(TextArenaSelfPlayEnv)

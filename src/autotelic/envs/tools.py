@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from autotelic.envs import Step
+from autotelic.envs.registry import EnvironmentSpec
 from autotelic.tasks import get_family
 from autotelic.types import Task
 
@@ -321,3 +322,13 @@ def calculator_env() -> ToolUseEnv:
 
 def python_env() -> ToolUseEnv:
     return ToolUseEnv([PythonTool()], max_calls=3)
+
+
+TOOL_ENVIRONMENTS = {"calculator": calculator_env, "python": python_env}
+
+
+def load_environment(tool: str) -> EnvironmentSpec:
+    """A tool environment over any family's tasks (the task's verifier pays the final answer)."""
+    if tool not in TOOL_ENVIRONMENTS:
+        raise ValueError(f"unknown tool environment '{tool}'; valid: {', '.join(TOOL_ENVIRONMENTS)}")
+    return EnvironmentSpec(TOOL_ENVIRONMENTS[tool])

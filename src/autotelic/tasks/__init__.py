@@ -2,7 +2,8 @@
 
 A family turns (rng, level) into a Task and scores a completion of it. ``get_family`` looks a
 family up by name; families from reasoning-gym register under the ``rg_`` prefix, a user's data under
-``file:`` and ``hf:`` (``tasks/files.py``).
+``file:`` and ``hf:`` (``tasks/files.py``), an environment's own tasks under their name once it loads
+(``envs/registry.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ def get_family(name: str) -> TaskFamily:
         return reasoning_gym_family(name[len("rg_"):])
     if is_data_family(name):
         return data_family(name)
+    from autotelic.envs.registry import loaded_family
+
+    if (family := loaded_family(name)) is not None:  # a user environment's own tasks
+        return family
     known = ", ".join(sorted(families)) + (", rg_<reasoning-gym dataset> (e.g. rg_chain_sum), file:PATH (your JSONL, "
                                            "JSON, CSV or Parquet) or hf:NAME[:CONFIG][:SPLIT]")
     raise UnknownFamilyError(f"unknown task family '{name}'; known: {known}")

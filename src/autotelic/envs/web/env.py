@@ -12,10 +12,12 @@ that change the site's state need no answer).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from autotelic.envs import Step
+from autotelic.envs.registry import EnvironmentSpec
 from autotelic.envs.web.actions import ACTION_HELP, Action, ActionError, parse_action
 from autotelic.envs.web.checks import SiteState, check_condition
 from autotelic.envs.web.drivers import BrowserDriver, Driver, DriverError, HttpDriver
@@ -166,3 +168,8 @@ class WebEnv:
             self.driver.close()
             self.driver = None
 
+
+
+def load_environment(driver: str = "html") -> EnvironmentSpec:
+    """The web_* families on the local sites, read over plain HTTP (html) or in headless Chromium (browser)."""
+    return EnvironmentSpec(partial(WebEnv, driver))

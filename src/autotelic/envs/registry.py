@@ -1,0 +1,137 @@
+"""Environments by name: a built-in one, an installed package's entry point, or a module's dotted path.
+
+An environment module exposes ``load_environment(**kwargs) -> EnvironmentSpec`` (verifiers' convention): the
+factory of fresh environments, the tasks its episodes are played on, and the rewards a run uses unless it
+names its own. The built-in environments are modules of this package found the same way (``BUILT_IN``); a
+package announces its own under the ``autotelic.environments`` entry-point group; any other name is imported
+as a module (``generate.env=my_pkg.env_module``, found on PYTHONPATH). ``generate.env_args`` are the kwargs.
+
+A loaded environment's task family joins ``get_family``'s names, since verifiers and the held-out set look
+families up by the name their tasks carry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+from autotelic.envs import Environment, UnknownEnvironmentError
+from autotelic.tasks import TaskFamily
+from autotelic.types import Task
+
+ENTRY_POINT_GROUP = "autotelic.environments"
+# name -> (module exposing load_environment, its kwargs)
+BUILT_IN: dict[str, tuple[str, dict[str, Any]]] = {
+    "guess_number": ("autotelic.envs.guess_number", {}),
+    "calculator": ("autotelic.envs.tools", {"tool": "calculator"}),  # tool use on arithmetic families
+    "python": ("autotelic.envs.tools", {"tool": "python"}),
+    "textarena": ("autotelic.envs.textarena_games", {}),  # self-play on the ta_* families
+    "web": ("autotelic.envs.web.env", {"driver": "html"}),  # the web_* families over plain HTTP (fast)
+    "web_browser": ("autotelic.envs.web.env", {"driver": "browser"}),  # the same in headless Chromium
+}
+_FIX = (f"built in: {', '.join(BUILT_IN)}; or a module with load_environment(**kwargs) by dotted path "
+        f"(my_pkg.my_env, found on PYTHONPATH) or installed under the '{ENTRY_POINT_GROUP}' entry point")
+
+
+class TaskList:
+    """A task family over a fixed list of tasks (an environment's own), drawn at random within a level and
+    scored strictly against their answers as a data file's are."""
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        names = {task.family for task in tasks}
+        if len(names) != 1:
+            raise ValueError(f"an environment's tasks must share one family name, got {sorted(names) or 'no tasks'}")
+        (self.name,) = names
+        self.by_level: dict[int, list[Task]] = {}
+        for task in tasks:
+            self.by_level.setdefault(task.level, []).append(task)
+        self.levels = tuple(sorted(self.by_level))
+
+    def generate(self, rng: random.Random, level: int) -> Task:
+        return rng.choice(self.by_level[level])
+
+    def score(self, task: Task, completion: str) -> float:
+        from autotelic.tasks.files import answer_score
+
+        return answer_score(task.answer, completion)
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    """What ``load_environment`` returns."""
+
+    make_env: Callable[[], Environment]
+    """A fresh environment per call (one per episode, so episodes share no state)."""
+    tasks: TaskFamily | Sequence[Task] | None = None
+    """The tasks it is played on, by default (``curriculum.families``); None: any family's (a tool environment)."""
+    rewards: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    """Its default ``filter.rewards`` entries, e.g. ``[{"name": "env"}]`` (the episode's return); empty: the run's."""
+
+    @property
+    def family(self) -> TaskFamily | None:
+        if isinstance(self.tasks, Sequence):
+            return TaskList(self.tasks)
+        return self.tasks
+
+
+_LOADED: dict[tuple[str, str], EnvironmentSpec] = {}
+_FAMILIES: dict[str, TaskFamily] = {}
+
+
+def _locate(name: str) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The ``load_environment`` function ``name`` stands for, and its built-in kwargs."""
+    if name in BUILT_IN:
+        module, kwargs = BUILT_IN[name]
+        return importlib.import_module(module).load_environment, kwargs
+    for entry in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        return entry.load(), {}  # the entry point names the module or its load_environment itself
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (name == error.name or name.startswith(error.name + ".")):  # not its import
+            raise UnknownEnvironmentError(f"unknown environment '{name}'; {_FIX}") from None
+        raise UnknownEnvironmentError(f"environment module '{name}' failed to import: {error}") from None
+    except Exception as error:
+        raise UnknownEnvironmentError(f"environment module '{name}' failed to import: "
+                                      f"{type(error).__name__}: {error}") from None
+    if not callable(getattr(module, "load_environment", None)):
+        raise UnknownEnvironmentError(f"unknown environment '{name}': the module {name} has no "
+                                      f"load_environment(**kwargs) returning an EnvironmentSpec; {_FIX}")
+    return module.load_environment, {}
+
+
+def load_environment(name: str, args: Mapping[str, Any] | None = None) -> EnvironmentSpec:
+    """The environment ``name`` built with ``args`` (once per process; its task family joins ``get_family``)."""
+    key = (name, json.dumps(args or {}, sort_keys=True, default=str))
+    if key in _LOADED:
+        return _LOADED[key]
+    load, kwargs = _locate(name)
+    if isinstance(load, ModuleType):  # an entry point naming the module rather than its function
+        load = load.load_environment
+    try:
+        spec = load(**{**kwargs, **(args or {})})
+    except Exception as error:
+        raise UnknownEnvironmentError(f"load_environment of environment '{name}' raised {type(error).__name__}: "
+                                      f"{error}".splitlines()[0]) from None
+    if not isinstance(spec, EnvironmentSpec):
+        raise UnknownEnvironmentError(f"load_environment of environment '{name}' returned {type(spec).__name__}, "
+                                      "not an autotelic.envs.registry.EnvironmentSpec")
+    try:
+        family = spec.family
+    except ValueError as error:
+        raise UnknownEnvironmentError(f"environment '{name}': {error}") from None
+    if family is not None:
+        _FAMILIES.setdefault(family.name, family)
+    _LOADED[key] = spec
+    return spec
+
+
+def loaded_family(name: str) -> TaskFamily | None:
+    """The task family of a loaded environment called ``name``, if any."""
+    return _FAMILIES.get(name)
