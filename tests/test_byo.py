@@ -386,3 +386,30 @@ def test_own_environment_example_trains_through_the_cli(tmp_path):
     rows = _rollouts(run_dir)
     assert rows and all(r["prompt"].startswith("Let's count up from") for r in rows)
     assert all(1 <= r["turns"] <= 2 and len(r["observations"]) == r["turns"] for r in rows)
+
+
+# ---- the Python API ------------------------------------------------------------------------------------------
+def test_import_autotelic_is_cheap_and_exports_the_api_and_registries():
+    code = ("import sys, autotelic; heavy = [m for m in ('torch', 'transformers', 'datasets') if m in sys.modules]; "
+            "print(heavy, sorted(autotelic.__all__))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-1000:]
+    heavy, names = result.stdout.strip().split("] ", 1)
+    assert heavy == "["
+    for name in ("train", "evaluate", "load_config", "get_family", "family_names", "build_reward", "reward_names",
+                 "load_environment", "environment_names", "EnvironmentSpec", "Task", "Step"):
+        assert repr(name) in names and getattr(autotelic, name) is not None
+    assert "add" in autotelic.family_names() and "verifier" in autotelic.reward_names()
+    assert "guess_number" in autotelic.environment_names()
+    assert autotelic.get_family("add").name == "add"
+    # autotelic.evaluate is called as a function, and is still the module its helpers are imported from
+    from autotelic.evaluate import evaluate_episodes
+
+    assert callable(autotelic.evaluate) and autotelic.evaluate.evaluate_episodes is evaluate_episodes
+
+
+def test_evaluate_names_a_target_that_is_not_a_model(tmp_path):
+    from autotelic.train import TrainingError
+
+    with pytest.raises(TrainingError, match="is neither a run directory"):
+        autotelic.evaluate(tmp_path, eval={"per_level": 1})

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import autotelic
+
 from autotelic.config import load_config, to_dict
 from autotelic.rewards.verifiers import first_integer_matches
 from autotelic.tasks import get_family
@@ -134,6 +136,7 @@ def test_cli_eval_and_export_of_a_finished_run(tmp_path):
     assert result.exit_code == 0, result.output
     evaluated = json.loads(result.output[result.output.index("{"):])
     assert evaluated["accuracy"] == pytest.approx(summary["eval_after"]["accuracy"])  # greedy: same numbers
+    assert autotelic.evaluate(run_dir) == evaluated  # the Python API is the same path
 
     result = CliRunner().invoke(app, ["export", str(run_dir), "--out", str(tmp_path / "exported")])
     assert result.exit_code == 0 and "exported step_000001" in result.output, result.output

@@ -1,12 +1,16 @@
 """autotelic: language-model agents that improve themselves by reinforcement learning.
 
-``autotelic.train(...)`` runs a training run and returns its summary; ``autotelic.load_config`` reads a recipe.
-Both load on first use, so ``import autotelic`` stays cheap (no torch, no transformers).
+``autotelic.train(...)`` runs a training run and returns its summary; ``autotelic.evaluate(target, ...)`` gives
+the held-out accuracy of a run directory or model directory; ``autotelic.load_config`` reads a recipe. The
+registries: ``get_family``/``family_names`` (task families), ``build_reward``/``reward_names`` (rewards),
+``load_environment``/``environment_names``/``EnvironmentSpec`` (environments), and the types a user's own
+environment uses (``Task``, ``Step``). Everything loads on first use, so ``import autotelic`` stays cheap (no
+torch, no transformers).
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +18,23 @@ if TYPE_CHECKING:
     from autotelic.config import RunConfig
 
 __version__ = "0.1.0"
-__all__ = ["load_config", "train"]
+# name -> (module, attribute; None: the module itself), imported on first use
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "evaluate": ("autotelic.evaluate", None),  # a callable module: autotelic.evaluate(target, ...)
+    "load_config": ("autotelic.config", "load_config"),
+    "RunConfig": ("autotelic.config", "RunConfig"),
+    "ConfigError": ("autotelic.config", "ConfigError"),
+    "get_family": ("autotelic.tasks", "get_family"),
+    "family_names": ("autotelic.tasks", "family_names"),
+    "build_reward": ("autotelic.rewards", "build_reward"),
+    "reward_names": ("autotelic.rewards", "reward_names"),
+    "load_environment": ("autotelic.envs.registry", "load_environment"),
+    "environment_names": ("autotelic.envs.registry", "environment_names"),
+    "EnvironmentSpec": ("autotelic.envs.registry", "EnvironmentSpec"),
+    "Step": ("autotelic.envs", "Step"),
+    "Task": ("autotelic.types", "Task"),
+}
+__all__ = ["train", *_LAZY]
 
 
 def train(config: str | Path | RunConfig | None = None, overrides: list[str] | tuple[str, ...] = (),
@@ -26,19 +46,21 @@ def train(config: str | Path | RunConfig | None = None, overrides: list[str] | t
     ``train={"steps": 2}, filter={"rewards": [{"name": "my_rewards:fn"}]}``. A bad setting raises ConfigError
     (or TrainingError) before any model loads.
     """
-    from autotelic.config import RunConfig, apply_overrides, load_config
+    from autotelic.config import RunConfig, apply_overrides, load_config, section_overrides
     from autotelic.train import train as run
 
-    # each key of a section becomes one override: a section given in part keeps the recipe's other keys
-    texts = [*overrides, *(f"{section}.{key}={json.dumps(value)}" for section, values in sections.items()
-                           for key, value in values.items())]
+    texts = [*overrides, *section_overrides(sections)]
     run_config = apply_overrides(config, texts) if isinstance(config, RunConfig) else load_config(config, texts)
     return run(run_config)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "load_config":
-        from autotelic.config import load_config
+    if name not in _LAZY:
+        raise AttributeError(f"module 'autotelic' has no attribute '{name}'")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    return module if attribute is None else getattr(module, attribute)
 
-        return load_config
-    raise AttributeError(f"module 'autotelic' has no attribute '{name}'")
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

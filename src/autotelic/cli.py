@@ -13,7 +13,7 @@ import typer
 
 from autotelic.backends.embedded import ModelFileError
 from autotelic.checkpoint import CheckpointError
-from autotelic.config import ConfigError, ModelConfig, load_config
+from autotelic.config import ConfigError, load_config
 from autotelic.curricula import EmptyFamilyError, EmptyPoolError
 from autotelic.envs import UnknownEnvironmentError
 from autotelic.tasks import UnknownFamilyError
@@ -74,29 +74,6 @@ def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
         _fail(error)
 
 
-def _target_config(target: str, overrides: list[str]):
-    """(config, model directory) of a run directory (its config and exported model) or a plain model directory."""
-    from autotelic.backends.hf import model_dir_problem
-
-    path = Path(target)
-    run_config = path / "config.yaml"
-    if not run_config.is_file() and model_dir_problem("target", target) is not None:
-        raise TrainingError(f"{path} is neither a run directory (no config.yaml) nor a Hugging Face model directory "
-                            "(config.json, weights and tokenizer): give one of those")
-    config = load_config(run_config if run_config.is_file() else None, overrides)
-    model_dir = path / "model" if run_config.is_file() else path
-    if run_config.is_file() and not (model_dir / "config.json").is_file():
-        raise TrainingError(f"{path} has no exported model yet: run `autotelic export {path}` first")
-    return config, model_dir
-
-
-def _policy(config, model_dir: Path):
-    from autotelic.backends.hf import HFPolicy
-
-    return HFPolicy(ModelConfig(path=str(model_dir), lora=False, threads=config.model.threads,
-                                system_prompt=config.model.system_prompt), seed=config.train.seed)
-
-
 @app.command("eval")
 def evaluate_command(
     target: str = typer.Argument(..., help="A run directory (its exported model) or a model directory."),
@@ -106,25 +83,13 @@ def evaluate_command(
     greedy, best_of_n or vm_mcts (the last two with eval.token_budget and eval.value_model, by default
     the run's own value model)."""
     _setup_logging()
-    from autotelic.heldout import build_heldout
-    from autotelic.train import evaluate_heldout, sandbox_isolation
-    from autotelic.value_model import ValueModel
-    from autotelic.vm_mcts import decoding_for
+    from autotelic.targets import evaluate_target
 
     try:
-        config, model_dir = _target_config(target, list(overrides or []))
-        ev = config.eval
-        run_value_model = Path(target) / "value_model"  # what a run with value.enabled trained
-        value_path = ev.value_model or (run_value_model if (run_value_model / "value_model.json").is_file() else None)
-        value_model = ValueModel.load(value_path) if value_path else None
-        decoding = decoding_for(config, ev.decoding, value_model)
-        decoding.check()  # before the policy loads
-        sandbox_isolation(config)  # code families: the sandbox must work (sandbox.isolation) before the policy loads
-        heldout = build_heldout(config)
-        result = evaluate_heldout(config, _policy(config, model_dir), list(heldout.tasks), decoding)
+        summary = evaluate_target(target, list(overrides or []))
     except (*USER_ERRORS, ValueError) as error:
         _fail(error)
-    typer.echo(json.dumps({**result.summary(), **heldout.summary()}, indent=2))
+    typer.echo(json.dumps(summary, indent=2))
 
 
 @app.command()
@@ -138,14 +103,15 @@ def value(
     _setup_logging()
     from autotelic.heldout import build_heldout
     from autotelic.rollout.filter import response_scorer
+    from autotelic.targets import target_config, target_policy
     from autotelic.train import build_scorer, sandbox_isolation
     from autotelic.vm_mcts import train_value_model
 
     try:
-        config, model_dir = _target_config(target, list(overrides or []))
+        config, model_dir = target_config(target, list(overrides or []))
         heldout = build_heldout(config)
         sandbox_isolation(config)  # before the policy loads
-        policy = _policy(config, model_dir)
+        policy = target_policy(config, model_dir)
         _, metrics = train_value_model(policy, config, response_scorer(build_scorer(config, policy)),
                                        heldout, model_dir, out)
     except (*USER_ERRORS, ValueError) as error:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import math
 import re
 import types
@@ -833,6 +834,13 @@ def _with_environment_defaults(config: RunConfig, data: dict[str, Any]) -> RunCo
         config.filter.rewards = _coerce([dict(reward) for reward in spec.rewards], list[RewardSpec],
                                         f"rewards of environment {config.generate.env}")
     return config
+
+
+def section_overrides(sections: dict[str, dict[str, Any]]) -> list[str]:
+    """Settings by section (``train={"steps": 2}``) as dotted overrides: one per key, so a section given in part
+    keeps the recipe's other keys."""
+    return [f"{section}.{key}={json.dumps(value)}" for section, values in sections.items()
+            for key, value in values.items()]
 
 
 def apply_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -> RunConfig:

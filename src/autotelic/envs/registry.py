@@ -132,6 +132,11 @@ def load_environment(name: str, args: Mapping[str, Any] | None = None) -> Enviro
     return spec
 
 
+def environment_names() -> list[str]:
+    """The built-in environments and those installed packages announce (any module path works besides)."""
+    return [*BUILT_IN, *sorted(entry.name for entry in entry_points(group=ENTRY_POINT_GROUP))]
+
+
 def loaded_family(name: str) -> TaskFamily | None:
     """The task family of a loaded environment called ``name``, if any."""
     return _FAMILIES.get(name)

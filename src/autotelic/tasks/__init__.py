@@ -36,16 +36,26 @@ class UnknownFamilyError(ValueError):
     pass
 
 
-def get_family(name: str) -> TaskFamily:
+def _built_in() -> dict[str, TaskFamily]:
     from autotelic.tasks.code import CODE_FAMILIES
-    from autotelic.tasks.files import data_family, is_data_family
     from autotelic.tasks.games import GAME_FAMILIES
     from autotelic.tasks.numbers import NUMBER_FAMILIES
-    from autotelic.tasks.rgym import reasoning_gym_family
     from autotelic.tasks.textarena_games import TEXTARENA_FAMILIES
     from autotelic.tasks.web import WEB_FAMILIES
 
-    families = {**NUMBER_FAMILIES, **GAME_FAMILIES, **CODE_FAMILIES, **TEXTARENA_FAMILIES, **WEB_FAMILIES}
+    return {**NUMBER_FAMILIES, **GAME_FAMILIES, **CODE_FAMILIES, **TEXTARENA_FAMILIES, **WEB_FAMILIES}
+
+
+def family_names() -> list[str]:
+    """The built-in families' names (besides rg_<dataset>, file:PATH, hf:NAME and loaded environments' own)."""
+    return sorted(_built_in())
+
+
+def get_family(name: str) -> TaskFamily:
+    from autotelic.tasks.files import data_family, is_data_family
+    from autotelic.tasks.rgym import reasoning_gym_family
+
+    families = _built_in()
     if name in families:
         return families[name]
     if name.startswith("rg_"):
