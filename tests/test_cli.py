@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -9,6 +10,7 @@ from typer.testing import CliRunner
 from autotelic.cli import app
 
 runner = CliRunner()
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 
 
 def _error(args: list[str]) -> str:
@@ -96,3 +98,39 @@ def test_pairs_from_a_runs_rollouts(tmp_path):
     assert written == [{"prompt": "q1", "chosen": "right", "rejected": "wrong"},
                        {"prompt": "q1", "chosen": "meh", "rejected": "bad"}]
     assert "has no rollouts.jsonl" in _error(["pairs", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")])
+
+
+# ---- autotelic config and autotelic recipes ---------------------------------------------------------------
+def test_config_prints_the_resolved_config_with_each_keys_documentation(tmp_path):
+    import yaml
+
+    from autotelic.config import GenerateConfig, load_config, to_dict
+    from autotelic.config_docs import field_docs
+
+    recipe, overrides = RECIPES / "guess-number.yaml", ["train.steps=3", "generate.temperature=0.5"]
+    result = runner.invoke(app, ["config", "--config", str(recipe), *overrides])
+    assert result.exit_code == 0, result.output
+    expected = load_config(recipe, overrides)
+    assert yaml.safe_load(result.output) == to_dict(expected)  # the output is the resolved config, as YAML
+    saved = tmp_path / "resolved.yaml"
+    saved.write_text(result.output)
+    assert load_config(saved) == expected  # and a recipe that runs exactly that
+    assert '  env: "guess_number"  # Episode and selfplay modes: the environment or two-player game' in result.output
+    # each documented key shows the first sentence of the docstring under its field
+    assert field_docs(GenerateConfig)["tree_branches"] == ("Tree mode: samples of each group that are branched (at "
+                                                           "their highest-entropy token).")
+    assert "  tree_branches: 2  # Tree mode: samples of each group that are branched" in result.output
+    assert "  steps: 3" in result.output and "  temperature: 0.5" in result.output
+    assert "bogus" in _error(["config", "bogus.key=1"])
+
+
+def test_recipes_lists_each_shipped_recipe_in_one_line():
+    result = runner.invoke(app, ["recipes"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    recipes = sorted(RECIPES.glob("*.yaml"))
+    assert len(lines) == len(recipes) > 10
+    by_name = {Path(line.split()[0]).name: line.split(None, 1)[1] for line in lines}
+    assert by_name["guess-number.yaml"] == ("Multi-turn episodes: the policy guesses a number, the environment says "
+                                            "higher/lower/correct.")
+    assert all(summary.strip() for summary in by_name.values())

@@ -1,4 +1,5 @@
-"""Command line: ``autotelic run | resume | eval | export | pairs``. The only module that knows every part."""
+"""Command line: ``autotelic run | resume | eval | value | export | pairs | config | recipes``.
+The only module that knows every part."""
 
 from __future__ import annotations
 
@@ -156,6 +157,33 @@ def pairs(run_dir: Path, out: Path = typer.Option(..., "--out", "-o", help="JSON
     except USER_ERRORS as error:
         _fail(error)
     typer.echo(f"{len(found)} pairs from {len(rows)} rollouts written to {out}")
+
+
+@app.command("config")
+def config_command(
+    overrides: Optional[list[str]] = OVERRIDES,
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Recipe YAML (see `autotelic recipes`)."),
+) -> None:
+    """Print the resolved config (defaults, then the recipe, then overrides) as YAML, each key with its
+    documentation; save it and pass it as --config to run exactly that."""
+    from autotelic.config_docs import describe_run_config
+
+    try:
+        resolved = load_config(config, list(overrides or []))
+    except USER_ERRORS as error:
+        _fail(error)
+    typer.echo(describe_run_config(resolved), nl=False)
+
+
+@app.command()
+def recipes() -> None:
+    """List the shipped recipes, one line each (run one with `autotelic run --config PATH`)."""
+    from autotelic.recipes import recipe_summaries
+
+    found = recipe_summaries()
+    width = max(len(path) for path, _ in found)
+    for path, summary in found:
+        typer.echo(f"{path:<{width}}  {summary}")
 
 
 def main() -> None:

@@ -1,0 +1,59 @@
+"""Each config key's one-line documentation, read from the attribute docstrings under the dataclass fields (the
+config's only documentation, so ``autotelic config`` can never disagree with it)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import json
+import re
+import textwrap
+from functools import cache
+from typing import Any
+
+from autotelic.config import RunConfig
+
+
+@cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Field name -> the first sentence of the string literal right under its annotated assignment."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    docs = {}
+    for field_node, doc_node in zip(body, body[1:]):
+        if (isinstance(field_node, ast.AnnAssign) and isinstance(field_node.target, ast.Name)
+                and isinstance(doc_node, ast.Expr) and isinstance(doc_node.value, ast.Constant)
+                and isinstance(doc_node.value.value, str)):
+            docs[field_node.target.id] = first_sentence(doc_node.value.value)
+    return docs
+
+
+def first_sentence(text: str) -> str:
+    flat = " ".join(text.split())
+    return re.split(r"(?<=[a-z0-9)]\.)\s+(?=[A-Z])", flat, maxsplit=1)[0]  # not at "e.g. 0.1" or "e.g. 5"
+
+
+def describe(config: Any, indent: str = "") -> list[str]:
+    """``config`` as YAML lines (loadable as a recipe), each key followed by its documentation as a comment."""
+    lines, docs = [], field_docs(type(config))
+    for item in dataclasses.fields(config):
+        value, doc = getattr(config, item.name), docs.get(item.name)
+        comment = f"  # {doc}" if doc else ""
+        if dataclasses.is_dataclass(value):
+            lines += [f"{indent}{item.name}:{comment}", *describe(value, indent + "  ")]
+        else:  # JSON is YAML, on one line
+            lines.append(f"{indent}{item.name}: {_yaml(value)}{comment}")
+    return lines
+
+
+def _yaml(value: Any) -> str:
+    if isinstance(value, float) and "e" in repr(value) and "." not in repr(value):
+        mantissa, exponent = repr(value).split("e")  # PyYAML (YAML 1.1) reads 2e-05 as text, 2.0e-05 as a float
+        return f"{mantissa}.0e{exponent}"
+    if isinstance(value, list):  # a list of dataclasses (filter.rewards) as mappings
+        value = [dataclasses.asdict(entry) if dataclasses.is_dataclass(entry) else entry for entry in value]
+    return json.dumps(value)
+
+
+def describe_run_config(config: RunConfig) -> str:
+    return "\n".join(describe(config)) + "\n"
