@@ -409,10 +409,16 @@ OTHER_MODELS = [
     (["value.enabled=true", "value.base_model=/nowhere/body"], "value.base_model=/nowhere/body: no such directory"),
     pytest.param(["model.device=cuda:0"], "model.device=cuda:0: no CUDA GPU is visible (use cpu or auto)",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible here")),
+    (["model.path=hf:nobody-xyz/no-model"], "model.path=hf:nobody-xyz/no-model: not in the local Hugging Face cache ("),
+    (["model.path='hf:'"], "model.path=hf:: name a model, e.g. hf:HuggingFaceTB/SmolLM2-135M-Instruct"),
+    (["model.chat_template=/nowhere/template.jinja"], "model.chat_template=/nowhere/template.jinja: neither a Jinja "
+     "template (no {{ or {%) nor a file; give the template text or the path of a .jinja file"),
+    (["model.dtype=fp8"], "config key 'model.dtype' must be one of float32, bfloat16, auto; got 'fp8'"),
 ]
 
 
-@pytest.mark.parametrize("overrides, message", OTHER_MODELS, ids=["random", "judge", "evolver", "value", "device"])
+@pytest.mark.parametrize("overrides, message", OTHER_MODELS,
+                         ids=["random", "judge", "evolver", "value", "device", "hub", "hub_empty", "template", "dtype"])
 def test_bad_model_setting_is_named(tmp_path, overrides, message):
     runs = tmp_path / "runs"
     assert message in _refused(["run", *overrides, f"logging.runs_dir={runs}"], runs)

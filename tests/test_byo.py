@@ -413,3 +413,35 @@ def test_evaluate_names_a_target_that_is_not_a_model(tmp_path):
 
     with pytest.raises(TrainingError, match="is neither a run directory"):
         autotelic.evaluate(tmp_path, eval={"per_level": 1})
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+# ---- own models: hf:NAME from the local Hugging Face cache, chat template, dtype ------------------------------
+def test_a_model_from_the_local_hugging_face_cache_with_its_own_chat_template(tmp_path):
+    """A real cache layout (what huggingface-cli download leaves): refs/main names the snapshot; read offline."""
+    from autotelic.backends.embedded import embedded_model_dir
+
+    snapshot = tmp_path / "hub" / "models--me--tiny" / "snapshots" / COMMIT  # a commit hash: 40 hex digits
+    snapshot.mkdir(parents=True)
+    for file in embedded_model_dir().iterdir():
+        (snapshot / file.name).symlink_to(file)
+    (tmp_path / "hub" / "models--me--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--me--tiny" / "refs" / "main").write_text(COMMIT)
+    template = tmp_path / "plain.jinja"
+    template.write_text("{% for m in messages %}<<{{ m['content'] }}>>{% endfor %}{% if add_generation_prompt %}A:"
+                        "{% endif %}")
+    code = ("import torch; from autotelic.backends.hf import HFPolicy, model_dir_problem, resolve_model_dir; "
+            "from autotelic.config import ModelConfig; "
+            f"print(resolve_model_dir('hf:me/tiny'), resolve_model_dir('hf:me/tiny@{COMMIT}')); "
+            "print(model_dir_problem('model.path', 'hf:me/tiny')); "
+            f"policy = HFPolicy(ModelConfig(path='hf:me/tiny', chat_template={str(template)!r}, dtype='bfloat16')); "
+            "print(repr(policy.tokenizer.decode(policy.encode_prompt('hi'))), "
+            "next(policy.model.parameters()).dtype)")
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    resolved, problem, rendered = result.stdout.strip().splitlines()
+    assert resolved == f"{snapshot} {snapshot}" and problem == "None"
+    assert rendered == "'<<hi>>A:' torch.bfloat16"

@@ -95,9 +95,16 @@ class ModelConfig:
     """Where the policy generates and trains: cpu, cuda, cuda:N, or auto (the GPU when one is visible)."""
     system_prompt: str | None = None
     """System message for every prompt; None keeps the chat template's default."""
+    chat_template: str | None = None
+    """The chat template (Jinja text, or a file holding it) in place of the tokenizer's: for a base model without one,
+    or to change how prompts are rendered; it is saved with the exported model. None: the tokenizer's."""
+    dtype: Literal["float32", "bfloat16", "auto"] = "float32"
+    """Weights and training precision of the policy: float32, bfloat16 (half the memory; on GPUs) or auto (the
+    checkpoint's own)."""
 
     def problems(self, key: str) -> list[str]:
-        return [*_filled(f"{key}.path", self.path), *_count(f"{key}.lora_rank", self.lora_rank),
+        return [*_filled(f"{key}.path", self.path), *_filled(f"{key}.chat_template", self.chat_template),
+                *_count(f"{key}.lora_rank", self.lora_rank),
                 *_positive(f"{key}.lora_alpha", self.lora_alpha),
                 *_fraction(f"{key}.lora_dropout", self.lora_dropout, open_high=True),
                 *(_filled(f"{key}.lora_targets", self.lora_targets) if self.lora else []),

@@ -36,7 +36,8 @@ def target_policy(config: RunConfig, model_dir: Path) -> HFPolicy:
     from autotelic.backends.hf import HFPolicy
 
     return HFPolicy(ModelConfig(path=str(model_dir), lora=False, threads=config.model.threads,
-                                system_prompt=config.model.system_prompt), seed=config.train.seed)
+                                system_prompt=config.model.system_prompt, chat_template=config.model.chat_template,
+                                dtype=config.model.dtype), seed=config.train.seed)
 
 
 def evaluate_target(target: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import torch
 from autotelic.algorithms import ADVANTAGE_ESTIMATORS, AlgorithmSpec, get_algorithm
 from autotelic.backends import PolicyBackend
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError
-from autotelic.backends.hf import HFPolicy, model_dir_problem, resolve_device
+from autotelic.backends.hf import HFPolicy, model_dir_problem, read_chat_template, resolve_device
 from autotelic.backends.vllm import build_vllm_generation_policy, require_vllm, vllm_problems
 from autotelic.checkpoint import CheckpointWriter, load_latest
 from autotelic.config import (
@@ -217,7 +217,7 @@ def own_problems(config: RunConfig) -> list[str]:
 
 
 def model_problems(config: RunConfig) -> list[str]:
-    """Local model directories the run will load, checked for their files before any of them loads."""
+    """Local model directories the run will load (and a chat template file), checked before any of them loads."""
     paths = {"model.path": config.model.path}
     evolve = config.curriculum.evolve
     if evolve.every and evolve.model != "policy":
@@ -227,8 +227,14 @@ def model_problems(config: RunConfig) -> list[str]:
     for index, reward in enumerate(config.filter.rewards):
         if reward.name in ("judge", "web_judge") and reward.options.get("model", "policy") != "policy":
             paths[f"filter.rewards[{index}].options.model"] = str(reward.options["model"])
-    return [problem for key, path in paths.items() if path is not None and not path.startswith(RANDOM_PREFIX)
-            if (problem := model_dir_problem(key, path)) is not None]
+    problems = [problem for key, path in paths.items() if path is not None and not path.startswith(RANDOM_PREFIX)
+                if (problem := model_dir_problem(key, path)) is not None]
+    if config.model.chat_template is not None:
+        try:
+            read_chat_template(config.model.chat_template)
+        except ModelFileError as error:
+            problems.append(str(error))
+    return problems
 
 
 def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:

@@ -25,6 +25,7 @@ import torch
 
 from autotelic.backends import Completion
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError, embedded_model_dir, random_model_dir
+from autotelic.backends.hub import HUB_PREFIX, NotCachedError, cached_model_dir
 from autotelic.checkpoint import publish_dir
 from autotelic.config import ModelConfig
 
@@ -72,6 +73,20 @@ def encode_chat(tokenizer, user_message: str | list[dict[str, str]], response_pr
     return tokenizer(text + response_prefix, add_special_tokens=False).input_ids
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "auto": "auto"}
+
+
+def read_chat_template(value: str) -> str:
+    """``model.chat_template``: Jinja text as it is, or the text of the file it names."""
+    if "{{" in value or "{%" in value:
+        return value
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ModelFileError(f"model.chat_template={value}: neither a Jinja template (no {{{{ or {{%) nor a file; "
+                             "give the template text or the path of a .jinja file")
+    return path.read_text()
+
+
 def resolve_model_dir(path: str | None) -> Path:
     if path is None:
         return embedded_model_dir()
@@ -80,7 +95,7 @@ def resolve_model_dir(path: str | None) -> Path:
     problem = model_dir_problem("model.path", path)
     if problem is not None:
         raise ModelFileError(problem)
-    return Path(path).expanduser()
+    return cached_model_dir("model.path", path) if path.startswith(HUB_PREFIX) else Path(path).expanduser()
 
 
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
@@ -89,8 +104,15 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
 def model_dir_problem(key: str, path: str) -> str | None:
     """What keeps local model directory ``path`` (the value of setting ``key``) from loading, found from its files
-    alone (damaged weights surface only when they load); None when it looks like a Hugging Face model."""
-    model_dir = Path(path).expanduser()
+    alone (damaged weights surface only when they load); None when it looks like a Hugging Face model. ``hf:NAME``
+    is the cached snapshot of NAME."""
+    if path.startswith(HUB_PREFIX):
+        try:
+            model_dir = cached_model_dir(key, path)
+        except NotCachedError as error:
+            return str(error)
+    else:
+        model_dir = Path(path).expanduser()
     if not model_dir.is_dir():
         return f"{key}={path}: no such directory; give a local Hugging Face model directory"
     try:
@@ -186,9 +208,11 @@ class HFPolicy:
         self.model_dir = resolve_model_dir(config.path)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=DTYPES[config.dtype])
         except Exception as error:  # corrupt weights surface as OSError, ValueError or safetensors' own errors
             raise ModelFileError(f"cannot load model from {self.model_dir}: {error}".splitlines()[0]) from error
+        if config.chat_template is not None:
+            self.tokenizer.chat_template = read_chat_template(config.chat_template)
         if config.lora:
             from peft import LoraConfig, get_peft_model
 
