@@ -7,6 +7,7 @@ rather than training for minutes and losing the metrics.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -65,6 +66,10 @@ class MLflowSink:
         import mlflow
 
         self.mlflow = mlflow
+        # a store in the run directory, unless MLFLOW_TRACKING_URI names another: MLflow's own default is a database
+        # in whatever directory the run was started from, and MLflow 3 refuses its old ./mlruns file store
+        mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or mlflow_store(run_dir))
+        mlflow.set_experiment("autotelic")
         mlflow.start_run(run_name=run_dir.name)
         mlflow.log_params({k: str(v) for k, v in _flatten(config).items()})
 
@@ -73,6 +78,11 @@ class MLflowSink:
 
     def close(self) -> None:
         self.mlflow.end_run()
+
+
+def mlflow_store(run_dir: Path) -> str:
+    """The run's own MLflow store: an SQLite file beside its metrics (``mlflow ui --backend-store-uri`` reads it)."""
+    return f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
