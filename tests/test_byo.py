@@ -326,18 +326,24 @@ def test_an_environment_module_is_found_by_path_and_gives_its_defaults(monkeypat
         "guess_number"]
 
 
-def test_an_installed_package_announces_its_environment_by_entry_point(tmp_path, monkeypatch):
-    """A real distribution's metadata (what pip writes) on sys.path: importlib.metadata reads its entry points."""
-    from autotelic.config import load_config
-    from autotelic.envs.registry import load_environment
-
-    dist = tmp_path / "counting_game_env-0.1.dist-info"
+def _install_counting_game(site: Path, monkeypatch) -> None:
+    """What pip install leaves for a package announcing the example under two entry points (its module and its
+    function), in a folder on sys.path."""
+    dist = site / "counting_game_env-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: counting-game-env\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[autotelic.environments]\ncounting = counting_game\n"
                                            "counting_fn = counting_game:load_environment\n")
     monkeypatch.syspath_prepend(str(OWN_ENV))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(site))
+
+
+def test_an_installed_package_announces_its_environment_by_entry_point(tmp_path, monkeypatch):
+    """A real distribution's metadata (what pip writes) on sys.path: importlib.metadata reads its entry points."""
+    from autotelic.config import load_config
+    from autotelic.envs.registry import load_environment
+
+    _install_counting_game(tmp_path, monkeypatch)
     for name in ("counting", "counting_fn"):
         spec = load_environment(name, {"turns": 4})
         assert spec.make_env().turns == 4 and spec.family.name == "counting"
@@ -386,6 +392,20 @@ def test_own_environment_example_trains_through_the_cli(tmp_path):
     rows = _rollouts(run_dir)
     assert rows and all(r["prompt"].startswith("Let's count up from") for r in rows)
     assert all(1 <= r["turns"] <= 2 and len(r["observations"]) == r["turns"] for r in rows)
+
+
+@pytest.mark.slow
+def test_an_installed_environment_trains_through_the_python_api(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_counting_game(site, monkeypatch)
+    summary = autotelic.train(overrides=TINY + [f"logging.runs_dir={tmp_path}", "logging.run_name=api_env"],
+                              generate={"mode": "episode", "env": "counting_fn", "env_args": {"turns": 2}},
+                              control={"max_turns": 2, "turn_tokens": 6}, filter={"drop_zero_variance": False},
+                              eval={"levels": [1]})
+    assert summary["steps"] == 1 and summary["eval_before"]["by_family"].keys() == {"counting"}
+    rows = _rollouts(tmp_path / "api_env")
+    assert rows and all(r["prompt"].startswith("Let's count up from") and r["turns"] >= 1 for r in rows)
 
 
 # ---- the Python API ------------------------------------------------------------------------------------------
