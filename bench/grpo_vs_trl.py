@@ -47,7 +47,7 @@ from trl_peer import PeerSettings, apply_process_settings, grpo_trainer
 from autotelic.backends.embedded import embedded_model_dir
 from autotelic.config import load_config
 from autotelic.tasks import task_uid
-from autotelic.train import Trainer
+from autotelic.trainer import Trainer
 from autotelic.types import Task
 
 PROMPTS, GROUP, NEW_TOKENS, LR = 8, 4, 24, 1e-5

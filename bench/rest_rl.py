@@ -29,8 +29,8 @@ from pathlib import Path
 from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare, heldout_of,
                   report, run_arms, runs_dir_from, trained_policy)
 
-from autotelic.evaluate import evaluate
-from autotelic.train import sandbox_isolation
+from autotelic.evaluation import evaluate
+from autotelic.trainer import sandbox_isolation
 from autotelic.vm_mcts import decoding_for
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"

@@ -4,7 +4,7 @@ accuracy TRL's GRPOTrainer ends with, both trained for the same wall-clock budge
 Both arms share the default recipe's model (the embedded SmolLM2-135M-Instruct, full fine-tuning), task mix (its
 curriculum's families and levels), reward (each family's verifier) and held-out set (the Trainer's, which every
 training draw excludes); ``--set key=value`` overrides the recipe for both.
-- autotelic: ``autotelic.train.Trainer`` on the recipe, its steps run by this script;
+- autotelic: ``autotelic.trainer.Trainer`` on the recipe, its steps run by this script;
 - trl: TRL's GRPOTrainer (bench/trl_peer.py) on prompts drawn uniformly from the same families and levels by
   the recipe's curriculum code with ``curriculum.name=uniform`` (held-out tasks excluded), as chat messages
   (the same chat template as our policy), the verifiers as its reward, num_generations = generate.group_size,
@@ -17,7 +17,7 @@ Clock: each arm's training seconds, from its first step's start (model load and 
 excluded. Held-out accuracy at 0 s, then after the first step that ends at or past each mark (every --every
 seconds, or the marks --at lists), and
 after the step that ends at or past --seconds, where the arm stops (so each overshoots by less than one of its
-steps; the seconds reached are recorded). One evaluator for both: ``autotelic.train.evaluate_heldout`` (greedy,
+steps; the seconds reached are recorded). One evaluator for both: ``autotelic.trainer.evaluate_heldout`` (greedy,
 strict 0/1 by the verifier) on an HFPolicy holding the arm's current weights (TRL's are copied into it).
 
 Machine: each arm runs in its own child process under the process settings (bench/trl_peer.py). By default a
@@ -62,7 +62,7 @@ import artifacts  # bench/artifacts.py, stats.py and trl_peer.py: this script's 
 import stats
 from trl_peer import PeerSettings, apply_process_settings, grpo_trainer
 from autotelic.config import RunConfig, load_config
-from autotelic.train import Trainer, evaluate_heldout
+from autotelic.trainer import Trainer, evaluate_heldout
 from autotelic.types import Task
 
 RECIPE = artifacts.REPO / "recipes" / "default.yaml"

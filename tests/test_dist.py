@@ -26,7 +26,7 @@ from autotelic.envs.guess_number import GuessNumberEnv
 from autotelic.rollout.filter import score_groups
 from autotelic.rollout.generate import EpisodeSampler
 from autotelic.tasks import get_family
-from autotelic.train import Trainer, TrainingError, build_reward_worker, build_rollout_worker, build_scorer, new_run_dir
+from autotelic.trainer import Trainer, TrainingError, build_reward_worker, build_rollout_worker, build_scorer, new_run_dir
 from autotelic.types import Group, Sample, Task
 
 # Ray instances and several processes at once: one xdist worker runs them in turn, on every core.

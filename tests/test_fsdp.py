@@ -66,13 +66,21 @@ def _distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     return math.sqrt(sum(float((a[key] - b[key]).norm()) ** 2 for key in b))
 
 
+# a group-relative loss is zero in expectation: its value, ~1e-7, is float noise that the ranks' summation order
+# and the CPU's kernels change (-1.1e-7 against -4.5e-7 on an AVX-512 machine)
+LOSS_NOISE = 1e-6
+METRIC_NOISE = 1e-3  # relative: the gradient norm after two sharded updates differs by 2e-4 there
+
+
 def _assert_same_update(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor],
                         initial: dict[str, torch.Tensor]) -> None:
     """``got`` and ``want`` moved alike from ``initial``: what tells them apart is float noise next to the change
-    (a wrong gradient moves Adam's weights by as much as the change itself)."""
+    (a wrong gradient moves Adam's weights by as much as the change itself). The noise depends on the CPU's kernels:
+    0.2% of the change on an AVX-512 machine, where Adam's normalisation amplifies the sign of near-zero gradients
+    summed in another order; 1% still tells a wrong gradient (~100%) apart."""
     assert set(got) == set(want)
     difference, change = _distance(got, want), _distance(want, initial)
-    assert change > 0 and difference <= 1e-3 * change, f"difference {difference} against a change of {change}"
+    assert change > 0 and difference <= 1e-2 * change, f"difference {difference} against a change of {change}"
 
 
 @dataclass
@@ -103,7 +111,7 @@ def _train_both_and_compare(config: RunConfig, count: int, states: bool) -> _Tra
     metrics = group.update(batch, TEMPERATURE, MAX_NEW_TOKENS)
     assert set(metrics) == set(expected)
     for key, value in expected.items():
-        assert metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-7), key
+        assert metrics[key] == pytest.approx(value, rel=METRIC_NOISE, abs=LOSS_NOISE), key
     assert group.version == policy.version == config.algorithm.updates_per_batch
 
     trained = _clone(policy.trainable_state())
@@ -147,21 +155,21 @@ def test_lora_ranks_train_as_the_driver_does_skip_together_and_a_dead_rank_is_na
     _assert_equal_states(group.trainable_state(), fresh["trainable"])
     assert group.version == 7
     metrics = group.update(run.batch, TEMPERATURE, MAX_NEW_TOKENS)
-    assert metrics == pytest.approx(run.metrics, rel=1e-4, abs=1e-7)
+    assert metrics == pytest.approx(run.metrics, rel=METRIC_NOISE, abs=LOSS_NOISE)
     _assert_same_update(group.trainable_state(), run.trained, fresh["trainable"])
 
     # online DPO's pairs, from the same weights and optimizer state (LoRA's reference: the adapters turned off)
     pairs = rollout_pairs(run.batch)
     before = _clone(policy.trainable_state())
     expected = dpo_update(policy, pairs, config.algorithm)
-    assert group.update_pairs(pairs) == pytest.approx(expected, rel=1e-4, abs=1e-7)
+    assert group.update_pairs(pairs) == pytest.approx(expected, rel=METRIC_NOISE, abs=LOSS_NOISE)
     _assert_same_update(group.trainable_state(), policy.trainable_state(), before)
 
     # a batch of one group: rank 0 has no share, yet takes the same steps (and collectives) as rank 1
     before = _clone(policy.trainable_state())
     expected = policy_gradient_update(policy, run.batch[:1], get_algorithm("grpo"), config.algorithm, TEMPERATURE,
                                       MAX_NEW_TOKENS)
-    assert group.update(run.batch[:1], TEMPERATURE, MAX_NEW_TOKENS) == pytest.approx(expected, rel=1e-4, abs=1e-7)
+    assert group.update(run.batch[:1], TEMPERATURE, MAX_NEW_TOKENS) == pytest.approx(expected, rel=METRIC_NOISE, abs=LOSS_NOISE)
     _assert_same_update(group.trainable_state(), policy.trainable_state(), before)
 
     ray.kill(group.actors[1])
@@ -207,7 +215,7 @@ def test_the_trainer_updates_through_the_ranks_and_resumes_from_their_checkpoint
     """dist.train_workers=2 in a whole run: every update goes through the ranks, the driver's policy follows their
     weights and version, and a resumed run's ranks start from the checkpointed weights and optimizer."""
     from autotelic.checkpoint import latest_checkpoint, load_checkpoint
-    from autotelic.train import Trainer, new_run_dir
+    from autotelic.trainer import Trainer, new_run_dir
 
     config = load_config(None, CONFIG + [
         "train.steps=1", "control.tasks_per_step=2", "generate.group_size=4",

@@ -19,13 +19,13 @@ from autotelic.curricula import BanditCurriculum
 from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver, split_instruction
 from autotelic.curricula.failures import FailureCurriculum
 from autotelic.curricula.prefixes import PrefixCurriculum
-from autotelic.evaluate import evaluate
+from autotelic.evaluation import evaluate
 from autotelic.heldout import HeldOut, build_heldout, heldout_tasks, normalise
 from autotelic.rewards import build_reward
 from autotelic.rollout.propose import EXECUTOR, INSTRUCTION, ProposerReward, ProposeSampler
 from autotelic.tasks import get_family, task_uid
 from autotelic.tasks.numbers import FORMAT
-from autotelic.train import build_curriculum
+from autotelic.trainer import build_curriculum
 from autotelic.types import Group, Sample, Task
 from autotelic.vm_mcts import value_tasks
 
@@ -172,7 +172,7 @@ def test_test_time_and_self_play_sets_are_labelled():
 
 @pytest.mark.slow
 def test_a_test_time_run_says_so_in_its_summary_metrics_and_report(tmp_path, embedded_dir):
-    from autotelic.train import train
+    from autotelic.trainer import train
 
     overrides = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=2", "control.max_new_tokens=8",
                  "curriculum.families=[add]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=2",

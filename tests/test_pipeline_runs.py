@@ -13,7 +13,7 @@ import torch
 
 from autotelic.config import ConfigError, load_config
 from autotelic.tasks import get_family
-from autotelic.train import Trainer, TrainingError, new_run_dir
+from autotelic.trainer import Trainer, TrainingError, new_run_dir
 from autotelic.types import Task
 
 pytestmark = pytest.mark.slow
@@ -130,7 +130,7 @@ def test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume(tmp_
 
 
 def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and_resumes(tmp_path):
-    from autotelic.train import resume
+    from autotelic.trainer import resume
 
     _, steps, rollouts = _run(tmp_path, "eva", [
         "curriculum.name=regret", "curriculum.pool_size=8", "curriculum.evolve.every=1", "curriculum.evolve.variants=2",

@@ -33,7 +33,7 @@ from autotelic.rollout.propose import (
     vote,
 )
 from autotelic.tasks.numbers import FORMAT
-from autotelic.train import TrainingError, check_combination
+from autotelic.trainer import TrainingError, check_combination
 from autotelic.types import Task
 
 NO_HELDOUT = HeldOut(())
@@ -383,7 +383,7 @@ def test_agent0_runs_on_the_real_model_and_resumes_in_phase(tmp_path):
     import json
     from pathlib import Path
 
-    from autotelic.train import Trainer, new_run_dir, resume
+    from autotelic.trainer import Trainer, new_run_dir, resume
 
     recipe = Path(__file__).parent.parent / "recipes" / "agent0.yaml"
     config = load_config(recipe, TINY + [f"logging.runs_dir={tmp_path}", "logging.run_name=agent0"])
@@ -415,7 +415,7 @@ def test_agent0_code_runs_on_the_real_model_with_executed_labels(tmp_path):
 
     from autotelic.rollout.propose import CODE_LIMITS, label_programs
     from autotelic.sandbox import Sandbox
-    from autotelic.train import Trainer, new_run_dir
+    from autotelic.trainer import Trainer, new_run_dir
 
     recipe = Path(__file__).parent.parent / "recipes" / "agent0-code.yaml"
     tiny = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=4", "propose.answers_per_task=2",

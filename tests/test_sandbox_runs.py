@@ -10,7 +10,7 @@ import pytest
 
 from autotelic.config import load_config
 from autotelic.sandbox import check
-from autotelic.train import runs_model_code, train
+from autotelic.trainer import runs_model_code, train
 
 # pyfunc tasks scored by the unit_tests reward: every completion runs in the sandbox
 TINY = ["model.path=random:qwen2-tiny", "model.lora=false", "model.threads=1", "train.steps=2",

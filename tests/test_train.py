@@ -16,7 +16,7 @@ import autotelic
 from autotelic.config import load_config, to_dict
 from autotelic.rewards.verifiers import first_integer_matches
 from autotelic.tasks import get_family
-from autotelic.train import Trainer, TrainingError, new_run_dir
+from autotelic.trainer import Trainer, TrainingError, new_run_dir
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,7 @@ from autotelic.backends.vllm import (
     vllm_problems,
 )
 from autotelic.config import ConfigError, VLLMConfig, load_config
-from autotelic.train import Trainer, new_run_dir
+from autotelic.trainer import Trainer, new_run_dir
 
 EOS = 2
 

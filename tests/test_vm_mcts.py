@@ -11,12 +11,12 @@ import pytest
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import ModelConfig, SearchConfig, load_config
-from autotelic.evaluate import Decoding, evaluate
+from autotelic.evaluation import Decoding, evaluate
 from autotelic.rewards import build_reward
 from autotelic.rollout.filter import verifier_reward
 from autotelic.search import RolloutEvaluator, search, value_examples
 from autotelic.tasks import get_family
-from autotelic.train import Trainer, new_run_dir
+from autotelic.trainer import Trainer, new_run_dir
 from autotelic.value_model import ValueExample, ValueModel
 
 pytestmark = pytest.mark.slow

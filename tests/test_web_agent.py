@@ -110,7 +110,7 @@ def test_policy_episodes_on_the_sites(server, tmp_path):
 
 def test_held_out_episodes_are_scored_by_the_success_check(server):
     """evaluate_episodes runs one episode per task with any agent and scores it by the site's own check."""
-    from autotelic.evaluate import evaluate_episodes
+    from autotelic.evaluation import evaluate_episodes
 
     grounder = ScriptedBackend([' click("Skyrail")', ' answer("25")', ' answer("24")'])  # turn by turn, task by task
     roles = {"planner": ScriptedBackend(["plan", "plan"]), "grounder": grounder,

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from autotelic.config import RunConfig
 
 __version__ = "0.1.0"
-# name -> (module, attribute; None: the module itself), imported on first use
-_LAZY: dict[str, tuple[str, str | None]] = {
-    "evaluate": ("autotelic.evaluate", None),  # a callable module: autotelic.evaluate(target, ...)
+# name -> (module, attribute), imported on first use
+_LAZY: dict[str, tuple[str, str]] = {
+    "evaluate": ("autotelic.evaluation", None),  # a callable module: autotelic.evaluate(target, ...)
     "load_config": ("autotelic.config", "load_config"),
     "RunConfig": ("autotelic.config", "RunConfig"),
     "ConfigError": ("autotelic.config", "ConfigError"),
@@ -34,7 +34,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Step": ("autotelic.envs", "Step"),
     "Task": ("autotelic.types", "Task"),
 }
-__all__ = ["train", *_LAZY]
+__all__ = ["train", "evaluate", *_LAZY]
 
 
 def train(config: str | Path | RunConfig | None = None, overrides: list[str] | tuple[str, ...] = (),
@@ -47,19 +47,28 @@ def train(config: str | Path | RunConfig | None = None, overrides: list[str] | t
     (or TrainingError) before any model loads.
     """
     from autotelic.config import RunConfig, apply_overrides, load_config, section_overrides
-    from autotelic.train import train as run
+    from autotelic.trainer import train as run
 
     texts = [*overrides, *section_overrides(sections)]
     run_config = apply_overrides(config, texts) if isinstance(config, RunConfig) else load_config(config, texts)
     return run(run_config)
 
 
+def evaluate(target: str | Path, overrides: list[str] | tuple[str, ...] = (),
+             **sections: dict[str, Any]) -> dict[str, Any]:
+    """Held-out accuracy of a run directory's exported model or of a model directory, as ``autotelic eval``
+    prints it: ``overrides`` as dotted key=value, ``sections`` by section (``eval={"per_level": 4}``)."""
+    from autotelic.config import section_overrides
+    from autotelic.targets import evaluate_target
+
+    return evaluate_target(target, [*overrides, *section_overrides(sections)])
+
+
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'autotelic' has no attribute '{name}'")
     module_name, attribute = _LAZY[name]
-    module = importlib.import_module(module_name)
-    return module if attribute is None else getattr(module, attribute)
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 def __dir__() -> list[str]:

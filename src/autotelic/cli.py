@@ -18,7 +18,7 @@ from autotelic.config import ConfigError, load_config
 from autotelic.curricula import EmptyFamilyError, EmptyPoolError
 from autotelic.envs import UnknownEnvironmentError
 from autotelic.tasks import UnknownFamilyError
-from autotelic.train import TrainingError, run_config_path
+from autotelic.trainer import TrainingError, run_config_path
 from autotelic.update import PairsFileError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -54,7 +54,7 @@ def run(
 ) -> None:
     """Train a solver on a self-evolving curriculum (default: the embedded model, default recipe)."""
     _setup_logging()
-    from autotelic.train import train
+    from autotelic.trainer import train
 
     try:
         extra = [f"model.path={model}"] if model else []
@@ -67,7 +67,7 @@ def run(
 def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
     """Continue a stopped run from its last checkpoint (overrides such as train.steps=80 allowed)."""
     _setup_logging()
-    from autotelic.train import resume as resume_run
+    from autotelic.trainer import resume as resume_run
 
     try:
         resume_run(run_dir, list(overrides or []))
@@ -105,7 +105,7 @@ def value(
     from autotelic.heldout import build_heldout
     from autotelic.rollout.filter import response_scorer
     from autotelic.targets import target_config, target_policy
-    from autotelic.train import build_scorer, sandbox_isolation
+    from autotelic.trainer import build_scorer, sandbox_isolation
     from autotelic.vm_mcts import train_value_model
 
     try:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def target_config(target: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> tuple[RunConfig, Path]:
     """(config, model directory) of a run directory (its config and exported model) or a plain model directory."""
     from autotelic.backends.hf import model_dir_problem
-    from autotelic.train import TrainingError
+    from autotelic.trainer import TrainingError
 
     path = Path(target)
     run_config = path / "config.yaml"
@@ -45,7 +45,7 @@ def evaluate_target(target: str | Path, overrides: list[str] | tuple[str, ...] =
     decoding, tokens per task and which held-out set); ``eval.decoding`` picks greedy, best_of_n or vm_mcts
     (the last two with eval.token_budget and eval.value_model, by default the run's own value model)."""
     from autotelic.heldout import build_heldout
-    from autotelic.train import evaluate_heldout, sandbox_isolation
+    from autotelic.trainer import evaluate_heldout, sandbox_isolation
     from autotelic.value_model import ValueModel
     from autotelic.vm_mcts import decoding_for
 

@@ -21,7 +21,7 @@ from typing import Any
 from autotelic.backends import PolicyBackend
 from autotelic.config import RunConfig
 from autotelic.curricula import BanditCurriculum
-from autotelic.evaluate import Decoding, EvalResult, evaluate
+from autotelic.evaluation import Decoding, EvalResult, evaluate
 from autotelic.heldout import HeldOut
 from autotelic.search import ResponseScorer, collect_value_targets
 from autotelic.types import Task

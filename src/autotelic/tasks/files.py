@@ -195,7 +195,7 @@ def parse_row(row: Row, columns: dict[str, str]) -> DataRow:
     names = {role: columns.get(role, role) for role in DATA_COLUMNS}
     values = row.values
     prompt = values.get(names["prompt"])
-    mapped = "" if "prompt" in columns else f", or map another column with curriculum.columns={{prompt: NAME}}"
+    mapped = "" if "prompt" in columns else ", or map another column with curriculum.columns={prompt: NAME}"
     if prompt is None or prompt == "" or prompt == []:
         raise ConfigError(f"{row.where}: no '{names['prompt']}': every row needs a prompt (text or chat messages)"
                           f"{mapped}")

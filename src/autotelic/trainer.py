@@ -58,7 +58,7 @@ from autotelic.curricula.evolve import (
 )
 from autotelic.curricula.failures import FailureCurriculum
 from autotelic.envs import Environment, make_env_factory, make_game_factory
-from autotelic.evaluate import (
+from autotelic.evaluation import (
     DECODINGS,
     Decoding,
     EvalResult,

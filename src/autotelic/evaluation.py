@@ -8,17 +8,13 @@ model, which also picks the final answer). Each record notes the tokens its task
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from autotelic.backends import PolicyBackend
 from autotelic.config import SearchConfig
-from autotelic.heldout import heldout_tasks  # noqa: F401  (its old home: benches import it from here)
 from autotelic.rollout.filter import verifier_reward
 from autotelic.rollout.generate import PolicySampler, RolloutWorker
 from autotelic.search import ValueEvaluator, best_response, search
@@ -168,20 +164,3 @@ def evaluate(policy: PolicyBackend, tasks: Sequence[Task], max_new_tokens: int, 
     tokens_per_task = sum(r["tokens"] for r in records) / max(1, len(records))
     return EvalResult(accuracy, _mean_by(records, "family"), _mean_by(records, "level"), records,
                       decoding.strategy, tokens_per_task)
-
-
-class _CallableModule(ModuleType):
-    """``autotelic.evaluate`` is this module (Python binds a package's submodule as its attribute), so the API's
-    ``autotelic.evaluate(target, ...)`` is a call of the module: ``targets.evaluate_target``."""
-
-    def __call__(self, target: str | Path, overrides: list[str] | tuple[str, ...] = (),
-                 **sections: dict[str, Any]) -> dict[str, Any]:
-        """Held-out accuracy of a run directory's exported model or of a model directory, as ``autotelic eval``
-        prints it: ``overrides`` as dotted key=value, ``sections`` by section (``eval={"per_level": 4}``)."""
-        from autotelic.config import section_overrides
-        from autotelic.targets import evaluate_target
-
-        return evaluate_target(target, [*overrides, *section_overrides(sections)])
-
-
-sys.modules[__name__].__class__ = _CallableModule
