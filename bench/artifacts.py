@@ -2,7 +2,7 @@
 
 Every figure quoted in docs/results.md and bench/RESULTS.md should point at one of these files. The machine
 is read from the machine itself while the bench runs (CPU model and flags, the cores this process may use,
-memory, torch and its threads), not from what the docs say it is.
+memory, torch and its threads, the libraries' versions), not from what the docs say it is.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -53,6 +54,20 @@ def _mem_total_gib() -> float:
     raise RuntimeError("/proc/meminfo has no MemTotal")
 
 
+PACKAGES = ("autotelic", "torch", "transformers", "peft", "trl", "datasets", "ray", "vllm")
+
+
+def _versions() -> dict[str, str | None]:
+    """The installed versions of the libraries a bench may run on (None: not installed)."""
+    found: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def machine() -> dict[str, Any]:
     cpu = _cpuinfo()
     torch = sys.modules.get("torch")  # described when the bench uses it; importing it here would cost seconds
@@ -64,6 +79,7 @@ def machine() -> dict[str, Any]:
         "mem_total_gib": _mem_total_gib(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "packages": _versions(),
         **({"torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None} if torch else {}),
     }
