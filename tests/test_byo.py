@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 import autotelic
-from autotelic.config import ConfigError
-from autotelic.heldout import heldout_tasks
+from autotelic.config import ConfigError, load_config
+from autotelic.heldout import build_heldout, heldout_tasks
 from autotelic.rewards import build_reward
 from autotelic.rollout.filter import score_groups
 from autotelic.tasks import get_family
 from autotelic.tasks.files import answer_score, data_family, read_hf
+from autotelic.trainer import build_curriculum
 from autotelic.types import Group, Sample, Task
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -78,6 +79,23 @@ def test_a_saved_dataset_directory_and_its_splits(tmp_path):
     assert len(_tasks(f"hf:{tmp_path / 'splits'}")) == 3 and len(_tasks(f"hf:{tmp_path / 'splits'}:test")) == 1
     with pytest.raises(ConfigError, match="has no split 'dev'; its splits: train, test"):
         read_hf(f"{tmp_path / 'splits'}:dev")
+
+
+def test_a_named_split_is_held_out_whole_and_never_trained_on(tmp_path):
+    """eval.families=[hf:DIR:test] holds the test split out whole; a test prompt repeated in the train split (a
+    common leak in real data sets) is not trained on either."""
+    import datasets
+
+    train = [{"prompt": f"What is {a} + 7?", "answer": str(a + 7)} for a in range(30)]
+    test = [{"prompt": f"What is {a} + 9?", "answer": str(a + 9)} for a in range(6)] + [train[0]]
+    datasets.DatasetDict({split: datasets.Dataset.from_list(rows) for split, rows in
+                          (("train", train), ("test", test))}).save_to_disk(str(tmp_path / "data"))
+    config = load_config(None, [f"curriculum.families=[hf:{tmp_path / 'data'}:train]", "curriculum.levels=[1]",
+                                f"eval.families=[hf:{tmp_path / 'data'}:test]", "eval.levels=[1]", "eval.per_level=50"])
+    heldout = build_heldout(config)
+    assert sorted(task.prompt for task in heldout) == sorted(row["prompt"] for row in test)
+    drawn = {task.prompt for task in build_curriculum(config, heldout).next_tasks(400)}
+    assert drawn == {row["prompt"] for row in train[1:]}  # every train row but the one the test split repeats
 
 
 def test_a_hub_name_offline_names_the_fix(monkeypatch):
@@ -190,6 +208,31 @@ def _scored(name: str, task: Task, texts: list[str]) -> Group:
     group = _group(task, texts)
     score_groups([group], build_reward(name))
     return group
+
+
+def test_rows_without_levels_are_ranked_by_their_own_pass_rates(tmp_path):
+    """curriculum.name=regret over a data set without levels: each row's pass rate comes from its groups, scored by
+    the data's own answers, and the gate keeps drawing the rows the policy gets partly right."""
+    rows = [{"prompt": f"What is {a} + 7?", "answer": str(a + 7)} for a in range(12)]
+    family = _write(tmp_path / "rows.jsonl", rows)
+    config = load_config(None, [f"curriculum.families=[{family}]", "curriculum.levels=[1]", "curriculum.name=regret",
+                                "curriculum.pool_size=12", "curriculum.gate=[0.2,0.8]", "eval.levels=[1]",
+                                "eval.per_level=1"])
+    heldout = build_heldout(config)
+    curriculum = build_curriculum(config, heldout)
+    first = curriculum.next_tasks(11)
+    assert len({task.uid for task in first}) == 11  # the pool: every row but the held-out one
+    right = {task.uid: [task.answer] * 4 for task in first[:4]}  # always solved
+    right |= {task.uid: ["1"] * 4 for task in first[4:8]}  # never solved
+    right |= {task.uid: [task.answer, "1", task.answer, "1"] for task in first[8:]}  # solved half the time
+    groups = [_group(task, right[task.uid]) for task in first]
+    for group in groups:  # scored by the data's own check (the answer column, strictly)
+        for sample in group.samples:
+            sample.reward = get_family(family).score(group.task, sample.text)
+    curriculum.observe(groups)
+    partly = {task.uid for task in first[8:]}
+    assert {task.uid for task in curriculum.next_tasks(9)} == partly
+    assert [curriculum.estimated_pass_rate(task) for task in first[::4]] == [1.0, 0.0, 0.5]
 
 
 def test_a_trl_style_reward_gets_prompts_completions_and_columns(tmp_path, reward_module):

@@ -455,6 +455,9 @@ class EvalConfig:
     per_level: int = 16
     """Held-out tasks per family and level."""
     levels: list[int] = field(default_factory=lambda: [1, 2, 3])
+    families: list[str] | None = None
+    """Held-out families; None: the curriculum's, held out by seed. A data set's named split is held out whole this
+    way: curriculum.families=[hf:DIR:train] with eval.families=[hf:DIR:test]."""
     max_new_tokens: int = 24
     every: int = 20
     """Also evaluate every N steps (0: only before and after); each costs ~30 s on 2 cores."""
@@ -476,6 +479,7 @@ class EvalConfig:
 
     def problems(self, key: str) -> list[str]:
         return [*_count(f"{key}.per_level", self.per_level), *_filled(f"{key}.levels", self.levels),
+                *_filled(f"{key}.families", self.families),
                 *[p for level in self.levels for p in _count(f"{key}.levels entry", level)],
                 *_count(f"{key}.max_new_tokens", self.max_new_tokens),
                 *_rule(self.every >= 0, f"{key}.every", self.every, "be 0 (before and after training only) or more"),

@@ -103,13 +103,19 @@ class HeldOut(Sequence[Task]):
         return {"heldout_kind": self.kind, "heldout_label": self.label, "heldout_tasks": len(self.tasks)}
 
 
+def heldout_families(config: RunConfig) -> list[str]:
+    """``eval.families`` (e.g. a data set's test split), or else the curriculum's own, held out by seed."""
+    return config.eval.families if config.eval.families is not None else config.curriculum.families
+
+
 def build_heldout(config: RunConfig) -> HeldOut:
     """The run's held-out set; a ConfigError when it leaves some trained (family, level) no task to train on."""
     cur, ev = config.curriculum, config.eval
-    use_columns(cur.families, cur.columns)  # a user's data files are read through the run's column names
+    families = heldout_families(config)
+    use_columns([*cur.families, *families], cur.columns)  # a user's data files are read through the run's columns
     kind: HeldOutKind = ("test_time" if cur.name == "test_time"
                          else "self_play" if config.generate.mode == "selfplay" else "held_out")
-    heldout = HeldOut(tuple(heldout_tasks(cur.families, ev.levels, ev.per_level, ev.seed)), kind)
+    heldout = HeldOut(tuple(heldout_tasks(families, ev.levels, ev.per_level, ev.seed)), kind)
     if not heldout.trained_on:
         _check_room(heldout, cur.families, cur.levels, ev.per_level)
     return heldout

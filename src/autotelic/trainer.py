@@ -65,7 +65,7 @@ from autotelic.evaluation import (
     evaluate,
     evaluate_episodes,
 )
-from autotelic.heldout import HeldOut, build_heldout
+from autotelic.heldout import DRAWS_PER_SLOT, HeldOut, build_heldout
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rewards import build_reward, is_custom, reward_names
@@ -212,7 +212,8 @@ def package_problems(config: RunConfig) -> list[str]:
 
 def own_problems(config: RunConfig) -> list[str]:
     """The user's data files (read with ``curriculum.columns``) and reward functions (imported), checked here."""
-    return [*data_problems(config.curriculum.families, config.curriculum.columns),
+    families = [*config.curriculum.families, *(config.eval.families or [])]
+    return [*data_problems(families, config.curriculum.columns),
             *reward_problems([reward.name for reward in config.filter.rewards])]
 
 
@@ -390,6 +391,18 @@ def discussion_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     return problems
 
 
+def distinct_tasks(source: BanditCurriculum, count: int) -> list[Task]:
+    """Up to ``count`` different tasks: a pool drawn with repeats would hold fewer prompts than it was given room
+    for, and a small data set repeats rows often."""
+    found: dict[str, Task] = {}
+    for _ in range(DRAWS_PER_SLOT):
+        for task in source.next_tasks(count - len(found)):
+            found.setdefault(task.uid, task)
+        if len(found) >= count:
+            break
+    return list(found.values())
+
+
 def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
     cur, seed = config.curriculum, config.train.seed
     if cur.name == "test_time":  # TTRL: adapt on the evaluation prompts (heldout.kind says so), without their labels
@@ -401,8 +414,8 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
     curriculum: Curriculum = bandit
     if cur.name == "regret":  # eva: a pool of concrete prompts drawn from the families once, then by informativeness
         gate = tuple(cur.gate) if cur.gate is not None else None
-        curriculum = PromptPoolCurriculum(bandit.next_tasks(cur.pool_size), heldout, seed=seed, metric=cur.metric,
-                                          gate=gate)
+        curriculum = PromptPoolCurriculum(distinct_tasks(bandit, cur.pool_size), heldout, seed=seed,
+                                          metric=cur.metric, gate=gate)
         if cur.evolve.every:
             evolve = cur.evolve
             curriculum = EvolvingPromptPool(curriculum, evolve.every, evolve.fraction, evolve.old_fraction, seed)

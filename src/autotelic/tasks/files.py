@@ -8,7 +8,8 @@ Columns (renamed with ``curriculum.columns``, e.g. ``{prompt: question, answer: 
   whitespace, quotes and a final period);
 - ``tests``: Python test code (asserts) run after the completion's code in the sandbox: 1.0 when it exits cleanly;
 - ``level`` (an integer from 1) or ``difficulty`` (easy/medium/hard, or numbers ranked into levels 1-3): the
-  curriculum's levels; without either every row is level 1. (Difficulty estimated from pass rates: not yet.)
+  curriculum's levels; without either every row is level 1, and ``curriculum.name=regret`` ranks the rows
+  themselves by the pass rates of their own groups (its ``gate`` keeps the rows the policy gets partly right);
 - every other column rides along on the Task (``meta["columns"]``) and reaches reward functions by name.
 
 A row with neither answer nor tests has no check of its own: the ``verifier`` scores it nan (its group is dropped
