@@ -271,7 +271,7 @@ def seed_ratio(trl: ArmResult, ours: ArmResult) -> dict[str, Any]:
 def ratio_summary(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
     """Median of the seeds' ratios; a 95% t-interval of their geometric mean where every one is positive."""
     ratios = [entry["ratio"] for entry in per_seed if entry["ratio"] is not None]
-    median = round(statistics.median(ratios), 3) if ratios else None
+    median = statistics.median(ratios) if ratios else None  # unrounded: the printed line rounds it once
     ci = None
     if len(ratios) >= 2 and min(ratios) > 0:
         lo, hi = stats.t_interval([math.log(r) for r in ratios])
