@@ -51,6 +51,13 @@ def _mean_by(records: list[dict[str, Any]], key: str) -> dict[str, float]:
     return {name: sum(v) / len(v) for name, v in sorted(buckets.items())}
 
 
+def _result(records: list[dict[str, Any]], decoding: str) -> EvalResult:
+    """Strict accuracy overall, by family and by level, and the tokens a task spent, from per-task records."""
+    count = max(1, len(records))
+    return EvalResult(sum(r["correct"] for r in records) / count, _mean_by(records, "family"),
+                      _mean_by(records, "level"), records, decoding, sum(r["tokens"] for r in records) / count)
+
+
 @dataclass
 class Decoding:
     """How held-out answers are produced: ``greedy``, ``best_of_n`` or ``vm_mcts`` (see EvalConfig)."""
@@ -136,10 +143,7 @@ def evaluate_episodes(agent: RolloutWorker, tasks: Sequence[Task], max_new_token
                             "reward": (reward := episode_reward(sample)), "correct": correct(reward),
                             **({"actions": [s.get("action") for s in steps]} if any("action" in s for s in steps)
                                else {})})
-    accuracy = sum(r["correct"] for r in records) / max(1, len(records))
-    tokens_per_task = sum(r["tokens"] for r in records) / max(1, len(records))
-    return EvalResult(accuracy, _mean_by(records, "family"), _mean_by(records, "level"), records, "episode",
-                      tokens_per_task)
+    return _result(records, "episode")
 
 
 def evaluate(policy: PolicyBackend, tasks: Sequence[Task], max_new_tokens: int, batch_size: int = 64,
@@ -160,7 +164,4 @@ def evaluate(policy: PolicyBackend, tasks: Sequence[Task], max_new_tokens: int, 
             records.append({"family": task.family, "level": task.level, "prompt": task.prompt,
                             "answer": task.answer, "completion": completion, "tokens": tokens,
                             "reward": (reward := verifier_reward(task, completion)), "correct": correct(reward)})
-    accuracy = sum(r["correct"] for r in records) / max(1, len(records))
-    tokens_per_task = sum(r["tokens"] for r in records) / max(1, len(records))
-    return EvalResult(accuracy, _mean_by(records, "family"), _mean_by(records, "level"), records,
-                      decoding.strategy, tokens_per_task)
+    return _result(records, decoding.strategy)
