@@ -3,8 +3,8 @@ import random
 import pytest
 
 from autotelic.heldout import heldout_tasks
-from autotelic.rewards.verifiers import first_integer, first_integer_matches
 from autotelic.tasks import UnknownFamilyError, get_family
+from autotelic.text import first_integer, first_integer_matches
 
 FAMILIES = ["add", "subtract", "compare", "successor", "rg_chain_sum", "rg_leg_counting"]
 

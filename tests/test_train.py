@@ -14,8 +14,8 @@ import torch
 import autotelic
 
 from autotelic.config import load_config, to_dict
-from autotelic.rewards.verifiers import first_integer_matches
 from autotelic.tasks import get_family
+from autotelic.text import first_integer_matches
 from autotelic.trainer import Trainer, TrainingError, new_run_dir
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from autotelic.envs import Step
 from autotelic.envs.registry import EnvironmentSpec
-from autotelic.rewards.verifiers import first_integer
 from autotelic.tasks import get_family
+from autotelic.text import first_integer
 from autotelic.types import Task
 
 

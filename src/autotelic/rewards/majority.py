@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from autotelic.rewards.math import extract_answer
-from autotelic.rewards.verifiers import first_integer
+from autotelic.text import first_integer
 from autotelic.types import Task
 
 Extractor = Callable[[str], str | None]

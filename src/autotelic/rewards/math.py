@@ -1,40 +1,17 @@
 """Math answers checked by symbolic equivalence (math-verify): 1/2, 0.5 and \\boxed{\\frac{1}{2}} agree.
 
-math-verify bounds parsing and comparison with ``signal.alarm``, which Python allows only in the
-main thread. Elsewhere (a rollout worker thread) we call it without timeouts rather than have it
-raise, so there a pathological expression (say 2^{2^{100}}) can stall that thread; the main thread
-keeps the guard.
+Parsing (and why timeouts hold only in the main thread) is ``autotelic.text``'s.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 import sympy
-from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+from math_verify import verify
 
+from autotelic.text import alarm_timeout, parse_gold, parse_prediction
 from autotelic.types import Task
-
-# Boxed answers, LaTeX (with or without $...$) and plain numbers/expressions.
-_EXTRACTION = (LatexExtractionConfig(), ExprExtractionConfig())
-
-
-def _timeout(seconds: int) -> int | None:
-    return seconds if threading.current_thread() is threading.main_thread() else None
-
-
-def parse_prediction(text: str, timeout_seconds: int = 5) -> list[Any]:
-    """math-verify's parse of a completion: [sympy expression, matched string], or [] if none."""
-    return parse(text, extraction_config=_EXTRACTION, parsing_timeout=_timeout(timeout_seconds))
-
-
-def parse_gold(answer: str, timeout_seconds: int = 5) -> list[Any]:
-    """A reference answer, read as LaTeX first: bare "x^2 + 1" or "\\sqrt{2}" only parse that way."""
-    timeout = _timeout(timeout_seconds)
-    return (parse(f"\\boxed{{{answer}}}", extraction_config=_EXTRACTION, parsing_timeout=timeout)
-            or parse(answer, extraction_config=_EXTRACTION, parsing_timeout=timeout))
 
 
 def extract_answer(text: str) -> str | None:
@@ -69,7 +46,7 @@ class MathVerifyReward:
         gold = parse_gold(task.answer, self.timeout_seconds)
         if not gold:
             return [float("nan")] * len(completions)
-        timeout = _timeout(self.timeout_seconds)
+        timeout = alarm_timeout(self.timeout_seconds)
         scores = []
         for completion in completions:
             prediction = parse_prediction(completion, self.timeout_seconds)

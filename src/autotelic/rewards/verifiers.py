@@ -1,34 +1,17 @@
-"""Rule verifiers for procedurally generated tasks.
+"""The ``verifier`` reward: each task scored by its own family's verifier.
 
-They are strict on purpose: the answer must be the first number in the completion, so the policy
-is paid for answering, not for listing candidates and letting a lenient parser pick one.
-``VerifierReward`` applies whichever verifier the task's family defines; with ``partial_credit`` it pays a
-graded family's near misses (reasoning-gym's) in training. Held-out accuracy is always the strict check.
+The families' checks are strict on purpose (an integer answer must be the completion's first number,
+``autotelic.text``). ``VerifierReward`` applies whichever verifier the task's family defines; with
+``partial_credit`` it pays a graded family's near misses (reasoning-gym's) in training. Held-out accuracy is
+always the strict check.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from autotelic.tasks import GradedFamily, get_family
 from autotelic.types import Task
-
-_INTEGER = re.compile(r"-?\d[\d,]*")
-
-
-def first_integer(text: str) -> int | None:
-    """The first integer written in ``text`` (thousands separators allowed), or None."""
-    match = _INTEGER.search(text)
-    if match is None:
-        return None
-    digits = match.group().replace(",", "")
-    return int(digits) if digits.lstrip("-") else None
-
-
-def first_integer_matches(completion: str, answer: str) -> float:
-    """1.0 when the first integer of the completion equals the integer ``answer``."""
-    return float(first_integer(completion) == int(answer))
 
 
 @dataclass

@@ -32,6 +32,7 @@ from typing import Any
 
 from autotelic.config import DATA_COLUMNS, ConfigError
 from autotelic.tasks import task_uid
+from autotelic.text import first_integer_matches, parse_gold, parse_prediction
 from autotelic.types import Task
 
 FILE_PREFIX, HF_PREFIX = "file:", "hf:"
@@ -264,14 +265,10 @@ def _plain(text: str) -> str:
 
 def answer_score(answer: str, completion: str) -> float:
     """The strict check of a data answer (see the module note)."""
-    from autotelic.rewards.verifiers import first_integer_matches
-
     if _INTEGER.fullmatch(answer.strip()):
         return first_integer_matches(completion, answer.strip())
     if _NUMBER.fullmatch(answer.strip()) or answer.strip().startswith(("\\", "$")):
         from math_verify import verify
-
-        from autotelic.rewards.math import parse_gold, parse_prediction
 
         gold, prediction = parse_gold(answer), parse_prediction(completion)
         return float(bool(gold) and bool(prediction) and verify(gold, prediction))

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from autotelic.rewards.verifiers import first_integer_matches
 from autotelic.tasks import task_uid
+from autotelic.text import first_integer_matches
 from autotelic.types import Task
 
 

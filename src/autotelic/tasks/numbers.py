@@ -9,8 +9,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from autotelic.rewards.verifiers import first_integer_matches
 from autotelic.tasks import task_uid
+from autotelic.text import first_integer_matches
 from autotelic.types import Task
 
 FORMAT = "Reply with only the number."

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from autotelic.rewards.verifiers import first_integer
 from autotelic.tasks import UnknownFamilyError, task_uid
 from autotelic.tasks.numbers import FORMAT
+from autotelic.text import first_integer
 from autotelic.types import Task
 
 # level -> dataset settings; datasets not listed use their defaults at every level
