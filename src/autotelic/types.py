@@ -7,7 +7,9 @@ swapped independently; no stage needs another's internals to read or produce the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+SHARE_PREFIX = "curriculum/share/"  # metrics key of the curriculum's draw share of each arm, after a step
 
 
 @dataclass(frozen=True)
@@ -81,3 +83,13 @@ class Group:
     @property
     def num_completion_tokens(self) -> int:
         return sum(len(s.token_ids) for s in self.samples)
+
+
+class Move(NamedTuple):
+    """What a two-player game's ``step`` returns (``envs.TwoPlayerGame``) to the self-play generator."""
+
+    player: int  # who moved
+    valid: bool  # False: the game rejected the move (a retry, or the loss when retries are spent)
+    done: bool
+    rewards: dict[int, float] | None  # each player's final game reward once done (+1 win, -1 loss, 0 draw)
+    reason: str  # why the game ended, once done

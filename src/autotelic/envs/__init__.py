@@ -17,7 +17,8 @@ from functools import partial
 from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple, Protocol
 
-from autotelic.types import Task
+from autotelic.tasks.textarena_games import TextArenaGame
+from autotelic.types import Move, Task
 
 
 class Step(NamedTuple):
@@ -31,14 +32,6 @@ class Environment(Protocol):
     def reset(self, task: Task) -> str: ...
 
     def step(self, action: str) -> Step: ...
-
-
-class Move(NamedTuple):
-    player: int  # who moved
-    valid: bool  # False: the game rejected the move (a retry, or the loss when retries are spent)
-    done: bool
-    rewards: dict[int, float] | None  # each player's final game reward once done (+1 win, -1 loss, 0 draw)
-    reason: str  # why the game ended, once done
 
 
 class TwoPlayerGame(Protocol):
@@ -79,8 +72,6 @@ def make_env_factory(name: str, args: Mapping[str, Any] | None = None) -> Callab
 
 def make_game_factory(name: str) -> Callable[[], TwoPlayerGame]:
     """A constructor for fresh two-player games of ``name`` (self-play with a transcript per player)."""
-    from autotelic.envs.textarena_games import TextArenaGame
-
     games: dict[str, Callable[[], TwoPlayerGame]] = {"textarena": TextArenaGame}  # the ta_* families
     if name not in games:
         raise UnknownEnvironmentError(f"unknown two-player game '{name}'; available: {', '.join(sorted(games))}")

@@ -22,7 +22,8 @@ from types import ModuleType
 from typing import Any
 
 from autotelic.envs import Environment, UnknownEnvironmentError
-from autotelic.tasks import TaskFamily
+from autotelic.tasks import TaskFamily, add_family
+from autotelic.tasks.files import answer_score
 from autotelic.types import Task
 
 ENTRY_POINT_GROUP = "autotelic.environments"
@@ -57,8 +58,6 @@ class TaskList:
         return rng.choice(self.by_level[level])
 
     def score(self, task: Task, completion: str) -> float:
-        from autotelic.tasks.files import answer_score
-
         return answer_score(task.answer, completion)
 
 
@@ -81,7 +80,6 @@ class EnvironmentSpec:
 
 
 _LOADED: dict[tuple[str, str], EnvironmentSpec] = {}
-_FAMILIES: dict[str, TaskFamily] = {}
 
 
 def _locate(name: str) -> tuple[Callable[..., Any], dict[str, Any]]:
@@ -127,7 +125,7 @@ def load_environment(name: str, args: Mapping[str, Any] | None = None) -> Enviro
     except ValueError as error:
         raise UnknownEnvironmentError(f"environment '{name}': {error}") from None
     if family is not None:
-        _FAMILIES.setdefault(family.name, family)
+        add_family(family)
     _LOADED[key] = spec
     return spec
 
@@ -135,8 +133,3 @@ def load_environment(name: str, args: Mapping[str, Any] | None = None) -> Enviro
 def environment_names() -> list[str]:
     """The built-in environments and those installed packages announce (any module path works besides)."""
     return [*BUILT_IN, *sorted(entry.name for entry in entry_points(group=ENTRY_POINT_GROUP))]
-
-
-def loaded_family(name: str) -> TaskFamily | None:
-    """The task family of a loaded environment called ``name``, if any."""
-    return _FAMILIES.get(name)

@@ -36,6 +36,14 @@ class UnknownFamilyError(ValueError):
     pass
 
 
+_ADDED: dict[str, TaskFamily] = {}  # loaded environments' own families (``envs/registry.py`` adds them)
+
+
+def add_family(family: TaskFamily) -> None:
+    """Makes ``family`` findable by its name (the first one added under a name stays)."""
+    _ADDED.setdefault(family.name, family)
+
+
 def _built_in() -> dict[str, TaskFamily]:
     from autotelic.tasks.code import CODE_FAMILIES
     from autotelic.tasks.games import GAME_FAMILIES
@@ -62,10 +70,8 @@ def get_family(name: str) -> TaskFamily:
         return reasoning_gym_family(name[len("rg_"):])
     if is_data_family(name):
         return data_family(name)
-    from autotelic.envs.registry import loaded_family
-
-    if (family := loaded_family(name)) is not None:  # a user environment's own tasks
-        return family
+    if name in _ADDED:  # a loaded environment's own tasks
+        return _ADDED[name]
     known = ", ".join(sorted(families)) + (", rg_<reasoning-gym dataset> (e.g. rg_chain_sum), file:PATH (your JSONL, "
                                            "JSON, CSV or Parquet) or hf:NAME[:CONFIG][:SPLIT]")
     raise UnknownFamilyError(f"unknown task family '{name}'; known: {known}")
