@@ -101,7 +101,7 @@ from autotelic.rollout.generate import (
     TreeSampler,
 )
 from autotelic.rollout.operator import ROLES, OperatorAgent
-from autotelic.rollout.pipeline import SHARE_PREFIX, RolloutPipeline, StepRollouts
+from autotelic.rollout.pipeline import RolloutPipeline, StepRollouts
 from autotelic.rollout.propose import (
     ProposerReward,
     ProposeSampler,
@@ -115,7 +115,7 @@ from autotelic.sandbox import check as check_sandbox
 from autotelic.sandbox import configure as configure_sandbox
 from autotelic.tasks.code import CODE_FAMILIES
 from autotelic.tasks.files import data_family, data_problems, is_data_family
-from autotelic.types import Group, Task
+from autotelic.types import SHARE_PREFIX, Group, Task
 from autotelic.update import (
     PreferencePair,
     RoleBaselines,

@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from autotelic.rollout.pipeline import SHARE_PREFIX  # noqa: E402
+from autotelic.types import SHARE_PREFIX  # noqa: E402
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

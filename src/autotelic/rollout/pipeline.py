@@ -34,10 +34,9 @@ from autotelic.rollout.filter import (
 )
 from autotelic.rollout.generate import RolloutWorker
 from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
-from autotelic.types import Group, Task
+from autotelic.types import SHARE_PREFIX, Group, Task
 
 UNSCORED = ("reward_error", "unscorable")
-SHARE_PREFIX = "curriculum/share/"  # the curriculum's draw shares after the step, one metric per arm
 
 
 @dataclass
