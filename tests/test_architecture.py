@@ -1,0 +1,200 @@
+"""The import layers of src/autotelic, read from the source with ast (no model, nothing imported).
+
+Every import counts, at module level or inside a function; only ``if TYPE_CHECKING:`` blocks are exempt. A
+unit is a subpackage or top-level module of autotelic (``tasks``, ``text``; ``__init__`` for the package's
+own). A unit imports units of lower layers only; units of one layer may import each other without a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "autotelic"
+
+LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
+    ("types", "text", "abilities", "checkpoint", "algorithms"),  # data and pure helpers: import nothing of ours
+    ("config",),
+    ("sandbox", "backends", "report"),
+    ("tasks",),
+    ("rewards",),
+    ("envs",),
+    ("heldout",),
+    ("curricula", "value_model"),
+    ("rollout", "update", "search", "evaluation", "dist", "vm_mcts"),
+    ("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"),  # training: knows every part
+    ("targets", "recipes", "cli", "__init__"),  # entry points
+)
+TRAINING = LAYERS.index(("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"))
+# Imports that still run up the layers, each to be removed (with its entry) by the owner of the importing file:
+# (the importing file under src/autotelic, the imported module or package).
+KNOWN_UPWARD = {
+    ("config/loading.py", "autotelic.envs"),  # environment defaults: belongs above envs (build), not in config
+    ("tasks/web.py", "autotelic.envs.web"),  # the sites' content, actions and checks belong below tasks
+}
+THIRD_PARTY_HOMES = {"vllm": "backends", "ray": "dist"}  # imported only there
+
+
+@dataclass(frozen=True)
+class Import:
+    path: str  # the importing file, relative to src/autotelic
+    line: int
+    module: str  # the imported module, absolute
+
+    @property
+    def unit(self) -> str:
+        return unit_of(self.path)
+
+    @property
+    def target(self) -> str | None:
+        """The imported unit of autotelic, or None for a module outside it."""
+        parts = self.module.split(".")
+        if parts[0] != "autotelic":
+            return None
+        return parts[1] if len(parts) > 1 else "__init__"
+
+    def known(self) -> bool:
+        return any(self.path == path and _within(self.module, module) for path, module in KNOWN_UPWARD)
+
+    def __str__(self) -> str:
+        return f"src/autotelic/{self.path}:{self.line} imports {self.module}"
+
+
+def _within(module: str, package: str) -> bool:
+    return (module + ".").startswith(package + ".")
+
+
+def unit_of(path: str) -> str:
+    first = path.split("/")[0]
+    return first.removesuffix(".py")
+
+
+def _type_checking(node: ast.stmt) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+            or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node below ``node`` except the bodies of ``if TYPE_CHECKING:`` (their ``else`` counts)."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        if isinstance(child, ast.If) and _type_checking(child):
+            for other in child.orelse:
+                yield other
+                yield from _walk(other)
+        else:
+            yield from _walk(child)
+
+
+def _modules(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        parts = parts[:len(parts) - (node.level - 1)]
+        base = ".".join(parts + ([base] if base else []))
+    if base == "autotelic":  # ``from autotelic import tasks`` imports the unit tasks
+        return [f"autotelic.{alias.name}" if _is_unit(alias.name) else "autotelic" for alias in node.names]
+    return [base]
+
+
+def _is_unit(name: str) -> bool:
+    return (SRC / name).is_dir() or (SRC / f"{name}.py").is_file()
+
+
+def imports_of(path: Path) -> list[Import]:
+    relative = path.relative_to(SRC).as_posix()
+    package = ".".join(["autotelic", *relative.split("/")[:-1]])
+    found = []
+    for node in _walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found += [Import(relative, node.lineno, module) for module in _modules(node, package)]
+    return found
+
+
+def source_files() -> list[Path]:
+    return sorted(path for path in SRC.rglob("*.py") if "__pycache__" not in path.parts)
+
+
+ALL = [found for path in source_files() for found in imports_of(path)]
+LAYER = {unit: index for index, layer in enumerate(LAYERS) for unit in layer}
+
+
+def test_every_unit_has_one_layer():
+    units = {unit_of(path.relative_to(SRC).as_posix()) for path in source_files()}
+    placed = [unit for layer in LAYERS for unit in layer]
+    assert len(placed) == len(set(placed)), "a unit is in two layers"
+    assert not units - set(placed), f"place {sorted(units - set(placed))} in LAYERS of tests/test_architecture.py"
+    assert not set(placed) - units, f"{sorted(set(placed) - units)} no longer exist: remove them from LAYERS"
+
+
+def test_imports_point_down_the_layers():
+    upward = [f"{found}: {found.unit} (layer {LAYER[found.unit]}) may not import {found.target} (layer "
+              f"{LAYER[found.target]})" for found in ALL
+              if found.target is not None and found.target in LAYER and found.unit in LAYER
+              and LAYER[found.target] > LAYER[found.unit] and not found.known()]
+    assert not upward, "imports running up the layers:\n" + "\n".join(upward)
+
+
+def test_the_known_upward_imports_are_still_there():
+    gone = [(path, module) for path, module in KNOWN_UPWARD
+            if not any(found.path == path and _within(found.module, module) for found in ALL)]
+    assert not gone, f"these imports are gone: remove them from KNOWN_UPWARD: {sorted(gone)}"
+
+
+def _circle(edges: dict[str, dict[str, Import]]) -> list[Import] | None:
+    """One circle of the unit graph, as the imports along it, or None."""
+    done: set[str] = set()
+
+    def visit(unit: str, path: list[str]) -> list[Import] | None:
+        if unit in path:
+            loop = path[path.index(unit):] + [unit]
+            return [edges[a][b] for a, b in zip(loop, loop[1:])]
+        if unit in done:
+            return None
+        for target in sorted(edges.get(unit, {})):
+            if (circle := visit(target, path + [unit])) is not None:
+                return circle
+        done.add(unit)
+        return None
+
+    for unit in sorted(edges):
+        if (circle := visit(unit, [])) is not None:
+            return circle
+    return None
+
+
+def test_no_import_circle_between_units():
+    edges: dict[str, dict[str, Import]] = {}
+    for found in ALL:
+        if found.target not in (None, found.unit) and not found.known():
+            edges.setdefault(found.unit, {}).setdefault(found.target, found)
+    circle = _circle(edges)
+    assert circle is None, "import circle:\n" + "\n".join(map(str, circle or []))
+
+
+def test_algorithms_import_only_torch_and_the_standard_library():
+    allowed = set(sys.stdlib_module_names) | {"torch", "__future__"}
+    strays = [str(found) for found in ALL if found.unit == "algorithms"
+              and found.target != "algorithms" and found.module.split(".")[0] not in allowed]
+    assert not strays, "algorithms/ is pure tensor code:\n" + "\n".join(strays)
+
+
+def test_rollout_imports_no_trainer_or_builder():
+    above = {unit for layer in LAYERS[TRAINING:] for unit in layer}
+    strays = [str(found) for found in ALL if found.unit == "rollout" and found.target in above]
+    assert not strays, "rollout/ knows its stages only, not who builds or runs them:\n" + "\n".join(strays)
+
+
+@pytest.mark.parametrize("package", sorted(THIRD_PARTY_HOMES))
+def test_a_distributed_library_is_imported_only_in_its_home(package):
+    home = THIRD_PARTY_HOMES[package]
+    strays = [str(found) for found in ALL if found.module.split(".")[0] == package and found.unit != home]
+    assert not strays, f"{package} is imported only in {home}/:\n" + "\n".join(strays)
