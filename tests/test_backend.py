@@ -103,15 +103,15 @@ def test_reference_logprobs_are_the_base_model(policy, embedded_dir):
 
 
 def test_inverse_cdf_sampling_follows_the_distribution_and_respects_top_p():
-    from autotelic.backends.hf import _sample
+    from autotelic.backends.sampling import sample_token
 
     generator = torch.Generator().manual_seed(0)
     logprobs = torch.log_softmax(torch.tensor([[2.0, 1.0, 0.0, -1.0]] * 2), dim=-1)
-    draws = torch.stack([_sample(logprobs, 1.0, generator) for _ in range(20000)])  # (S, 2)
+    draws = torch.stack([sample_token(logprobs, 1.0, generator) for _ in range(20000)])  # (S, 2)
     frequencies = torch.bincount(draws[:, 0], minlength=4) / 20000
     assert torch.allclose(frequencies, logprobs[0].exp(), atol=0.015)
     # top_p = 0.7 keeps the two most likely tokens (0.64 + 0.24 crosses 0.7), renormalised
-    nucleus = torch.stack([_sample(logprobs, 0.7, generator) for _ in range(5000)])[:, 1]
+    nucleus = torch.stack([sample_token(logprobs, 0.7, generator) for _ in range(5000)])[:, 1]
     assert set(nucleus.tolist()) == {0, 1}
     assert (nucleus == 0).float().mean().item() == pytest.approx(0.644 / (0.644 + 0.237), abs=0.03)
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import torch
 
+from autotelic.backends.batching import left_pad
 from autotelic.backends.embedded import ModelFileError
-from autotelic.backends.hf import _left_pad, encode_chat, resolve_model_dir
+from autotelic.backends.hf import encode_chat, resolve_model_dir
 
 HEAD_FILE = "value_head.pt"
 META_FILE = "value_model.json"
@@ -80,7 +81,7 @@ class ValueModel:
         rows = []
         for start in range(0, len(pairs), batch_size):
             encoded = [self._encode(p, r) for p, r in pairs[start:start + batch_size]]
-            ids, mask, positions = _left_pad([e[0] for e in encoded], self.pad_id)
+            ids, mask, positions = left_pad([e[0] for e in encoded], self.pad_id)
             hidden = self.body(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
             width = ids.shape[1]
             response_mask = torch.zeros_like(mask, dtype=hidden.dtype)  # (B, L)

@@ -2,8 +2,8 @@
 
 Two things make it several times faster than a generic trainer on CPU:
 - prefix sharing: each prompt is run once, its KV cache repeated for the group's n samples, in
-  generation and in the training forward (autograd flows through the repeat, so gradients are
-  exact, while prompt compute drops n-fold);
+  generation (``sampling.py``) and in the training forward (``forward.py``; autograd flows through
+  the repeat, so gradients are exact, while prompt compute drops n-fold);
 - no wasted work: finished samples leave the decoding batch, and the LM head (a fifth of this
   model's FLOPs) is applied only at completion positions.
 """
@@ -11,7 +11,6 @@ Two things make it several times faster than a generic trainer on CPU:
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import logging
 import math
@@ -24,8 +23,11 @@ from pathlib import Path
 import torch
 
 from autotelic.backends import Completion
+from autotelic.backends.batching import group_sizes
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError, embedded_model_dir, random_model_dir
+from autotelic.backends.forward import completion_logits, completion_logprobs
 from autotelic.backends.hub import HUB_PREFIX, NotCachedError, cached_model_dir
+from autotelic.backends.sampling import sample_groups
 from autotelic.checkpoint import publish_dir
 from autotelic.config import ModelConfig
 
@@ -143,54 +145,6 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def _group_sizes(n: int | Sequence[int], num_prompts: int) -> list[int]:
-    sizes = [n] * num_prompts if isinstance(n, int) else list(n)
-    if len(sizes) != num_prompts or min(sizes, default=1) < 1:
-        raise ValueError(f"group sizes {sizes} do not fit {num_prompts} prompts (each needs at least 1 sample)")
-    return sizes
-
-
-def _repeat_index(sizes: list[int]) -> torch.Tensor:
-    """Row i of the prompt batch repeated sizes[i] times: [0, 0, 1, 1, 1] for sizes [2, 3]."""
-    return torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
-
-
-def _left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(ids, attention_mask, position_ids), each (B, L); positions count real tokens only."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        ids[row, width - len(seq):] = torch.tensor(seq)
-        mask[row, width - len(seq):] = 1
-    positions = (mask.cumsum(1) - 1).clamp(min=0)
-    return ids, mask, positions
-
-
-def _right_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(1, max(len(s) for s in seqs))
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.bool)
-    for row, seq in enumerate(seqs):
-        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[row, : len(seq)] = True
-    return ids, mask
-
-
-def _sample(logprobs: torch.Tensor, top_p: float, generator: torch.Generator) -> torch.Tensor:
-    """One token per row by inverse-CDF sampling: B random numbers instead of torch.multinomial's
-    B x V exponential draws, which cost more than the decode step's attention on a CPU."""
-    probs = logprobs.exp()
-    if top_p < 1.0:
-        sorted_probs, order = probs.sort(-1, descending=True)
-        outside = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the smallest nucleus
-        sorted_probs = sorted_probs.masked_fill(outside, 0.0)
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    cdf = probs.cumsum(-1)  # (B, V)
-    threshold = torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device) * cdf[:, -1:]
-    return torch.searchsorted(cdf, threshold).squeeze(1).clamp(max=cdf.shape[1] - 1)
-
-
 class HFPolicy:
     """A causal LM from a local directory, optionally wrapped with LoRA adapters, plus its optimizer."""
 
@@ -285,58 +239,14 @@ class HFPolicy:
         return self._frozen_reference
 
     # ---- generation ------------------------------------------------------------------------
-    @torch.no_grad()
     def generate(self, prompts: list[list[int]], n: int | Sequence[int], max_new_tokens: int,
                  temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
                  stop_token_ids: Sequence[int] = ()) -> list[list[Completion]]:
         """n completions per prompt (or n[i] for prompt i). Returns one list of Completions per prompt.
         A completion also ends after any of ``stop_token_ids`` (then ``finished`` is False)."""
-        lm = self.causal_lm
-        sizes = _group_sizes(n, len(prompts))
-        rows = _repeat_index(sizes).to(self.device)
-        ids, mask, positions = (t.to(self.device) for t in _left_pad(prompts, self.pad_id))
-        out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
-        cache.batch_select_indices(rows)  # the prompt ran once; each sample gets its own copy of its cache
-        logits = out.logits[:, -1][rows]  # (B, V)
-        mask = mask[rows]
-        next_position = positions[:, -1][rows] + 1  # (B,)
-        total = len(rows)
-        tokens: list[list[int]] = [[] for _ in range(total)]
-        logps: list[list[float]] = [[] for _ in range(total)]
-        entropies: list[list[float]] = [[] for _ in range(total)]
-        finished = [False] * total
-        active = torch.arange(total)  # decoding-batch row -> sample index
-        stops = torch.tensor(sorted(stop_token_ids), dtype=torch.long, device=self.device)
-        for step in range(max_new_tokens):
-            if not bool(torch.isfinite(logits).all()):
-                raise FloatingPointError("the model produced non-finite logits during generation")
-            logprobs = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)
-            token = logprobs.argmax(-1) if greedy else _sample(logprobs, top_p, self.generator)
-            token_logprob = logprobs.gather(1, token[:, None]).squeeze(1)
-            entropy = -(logprobs.exp() * logprobs).sum(-1)  # where tree rollouts branch
-            ended = torch.isin(token, self.eos_ids)
-            done = ended | torch.isin(token, stops)
-            for sample, tok, lp, h, is_end in zip(active.tolist(), token.tolist(), token_logprob.tolist(),
-                                                  entropy.tolist(), ended.tolist()):
-                tokens[sample].append(tok)
-                logps[sample].append(lp)
-                entropies[sample].append(h)
-                finished[sample] = is_end
-            if step == max_new_tokens - 1 or bool(done.all()):
-                break
-            if bool(done.any()):  # drop finished rows so later steps cost only what is still running
-                keep = (~done).nonzero().squeeze(1)
-                cache.batch_select_indices(keep)
-                mask, next_position, token, active = mask[keep], next_position[keep], token[keep], active[keep]
-            mask = torch.cat([mask, mask.new_ones(len(active), 1)], dim=1)
-            out = lm(input_ids=token[:, None], attention_mask=mask, position_ids=next_position[:, None],
-                     past_key_values=cache, use_cache=True)
-            logits = out.logits[:, -1]
-            next_position = next_position + 1
-        completions = [Completion(tokens[i], logps[i], finished[i], entropies[i]) for i in range(total)]
-        starts = [0, *itertools.accumulate(sizes)]
-        return [completions[starts[p]:starts[p + 1]] for p in range(len(prompts))]
+        return sample_groups(self.causal_lm, prompts, group_sizes(n, len(prompts)), max_new_tokens,
+                             pad_id=self.pad_id, eos_ids=self.eos_ids, generator=self.generator, device=self.device,
+                             temperature=temperature, top_p=top_p, greedy=greedy, stop_token_ids=stop_token_ids)
 
     # ---- training forward ------------------------------------------------------------------
     def completion_logprobs(self, prompts: list[list[int]], completions: list[list[int]], n: int | Sequence[int],
@@ -346,7 +256,7 @@ class HFPolicy:
         The prompt runs once per group; its KV cache is repeated per sample (exact gradients).
         ``reference=True`` scores under the frozen reference policy, without gradients.
         """
-        sizes = _group_sizes(n, len(prompts))
+        sizes = group_sizes(n, len(prompts))
         if len(completions) != sum(sizes):
             raise ValueError(f"{len(completions)} completions for {len(prompts)} prompts with group sizes {sizes}")
         n = sizes
@@ -363,45 +273,15 @@ class HFPolicy:
                        n: int | Sequence[int]) -> list[float]:
         """Each completion's mean per-token KL(uniform || p), p the policy's next-token distribution
         (Intuitor's self-certainty, Zhao et al. 2025): high where the policy is confident."""
-        logits, _, mask = self._completion_logits(self.causal_lm, prompts, completions, _group_sizes(n, len(prompts)),
-                                                  temperature=1.0)
+        logits, _, mask = completion_logits(self.causal_lm, prompts, completions, group_sizes(n, len(prompts)),
+                                            1.0, self.pad_id, self.device)
         per_token = -math.log(logits.shape[-1]) - torch.log_softmax(logits, dim=-1).mean(-1)  # (N,)
         rows = torch.zeros(mask.shape, dtype=per_token.dtype, device=mask.device).masked_scatter(mask, per_token)
         return (rows.sum(1) / mask.sum(1).clamp(min=1)).tolist()
 
     def _logprobs(self, lm: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]],
                   sizes: list[int], temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-        logits, targets, completion_mask = self._completion_logits(lm, prompts, completions, sizes, temperature)
-        token_logprobs = logits.gather(1, targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
-        logprobs = torch.zeros(completion_mask.shape, dtype=token_logprobs.dtype, device=completion_mask.device)
-        logprobs = logprobs.masked_scatter(completion_mask, token_logprobs)
-        return logprobs, completion_mask
-
-    def _completion_logits(self, lm: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]],
-                           sizes: list[int], temperature: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Next-token logits at every real completion token (N, V), those tokens (N,) and the (B, T) mask."""
-        body, head = lm.get_decoder(), lm.get_output_embeddings()
-        rows = _repeat_index(sizes).to(self.device)
-        ids, mask, positions = (t.to(self.device) for t in _left_pad(prompts, self.pad_id))
-        prompt_out = body(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        cache = prompt_out.past_key_values
-        cache.batch_select_indices(rows)
-        hidden = prompt_out.last_hidden_state[:, -1:][rows]  # (B, 1, D): predicts token 0
-        completion_ids, completion_mask = (t.to(self.device) for t in _right_pad(completions, self.pad_id))  # (B, T)
-        if completion_ids.shape[1] > 1:
-            inputs = completion_ids[:, :-1]
-            full_mask = torch.cat([mask[rows], completion_mask[:, :-1].long()], dim=1)
-            start = positions[:, -1:][rows] + 1
-            steps = torch.arange(inputs.shape[1], device=self.device)[None, :]
-            rest = body(input_ids=inputs, attention_mask=full_mask, position_ids=start + steps,
-                        past_key_values=cache, use_cache=True).last_hidden_state
-            hidden = torch.cat([hidden, rest], dim=1)  # (B, T, D)
-        selected = hidden[completion_mask]  # (N, D): the LM head runs on real completion tokens only
-        if head.bias is None:  # head(h) / T == head(h / T): scale D numbers per token, not V
-            logits = head(selected / temperature).float()  # (N, V)
-        else:
-            logits = head(selected).float() / temperature
-        return logits, completion_ids[completion_mask], completion_mask
+        return completion_logprobs(lm, prompts, completions, sizes, temperature, self.pad_id, self.device)
 
     # ---- updates and state -----------------------------------------------------------------
     def zero_grad(self) -> None:

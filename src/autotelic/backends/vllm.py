@@ -40,7 +40,8 @@ from typing import Any
 import torch
 
 from autotelic.backends import Completion
-from autotelic.backends.hf import HFPolicy, _group_sizes
+from autotelic.backends.batching import group_sizes
+from autotelic.backends.hf import HFPolicy
 from autotelic.config import ConfigError, RunConfig, VLLMConfig
 
 
@@ -223,7 +224,7 @@ class VLLMPolicy:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        sizes = _group_sizes(n, len(prompts))
+        sizes = group_sizes(n, len(prompts))
         self._wake_and_sync()
         params = [SamplingParams(**sampling_kwargs(size, max_new_tokens, temperature, top_p, greedy, stop_token_ids,
                                                    self.eos_ids)) for size in sizes]
