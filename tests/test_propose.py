@@ -15,25 +15,22 @@ from autotelic.config import ConfigError, load_config
 from autotelic.envs import make_env_factory
 from autotelic.heldout import HeldOut
 from autotelic.rollout.propose import (
-    CODE_INSTRUCTION,
     EXECUTOR,
     INSTRUCTION,
     PROPOSER,
-    Program,
     ProposerReward,
     ProposeSampler,
-    answer_matches,
     cluster_sizes,
     in_band,
     learnability,
-    parse_program,
     parse_proposal,
     phase,
     proposal_metrics,
     vote,
 )
+from autotelic.rollout.propose_code import CODE_INSTRUCTION, Program, answer_matches, parse_program
 from autotelic.tasks.numbers import FORMAT
-from autotelic.trainer import TrainingError, check_combination
+from autotelic.checks import TrainingError, check_combination
 from autotelic.types import Task
 
 NO_HELDOUT = HeldOut(())
@@ -383,7 +380,9 @@ def test_agent0_runs_on_the_real_model_and_resumes_in_phase(tmp_path):
     import json
     from pathlib import Path
 
-    from autotelic.trainer import Trainer, new_run_dir, resume
+    from autotelic.run_state import new_run_dir
+
+    from autotelic.trainer import Trainer, resume
 
     recipe = Path(__file__).parent.parent / "recipes" / "agent0.yaml"
     config = load_config(recipe, TINY + [f"logging.runs_dir={tmp_path}", "logging.run_name=agent0"])
@@ -413,9 +412,10 @@ def test_agent0_code_runs_on_the_real_model_with_executed_labels(tmp_path):
     import json
     from pathlib import Path
 
-    from autotelic.rollout.propose import CODE_LIMITS, label_programs
+    from autotelic.rollout.propose_code import CODE_LIMITS, label_programs
     from autotelic.sandbox import Sandbox
-    from autotelic.trainer import Trainer, new_run_dir
+    from autotelic.run_state import new_run_dir
+    from autotelic.trainer import Trainer
 
     recipe = Path(__file__).parent.parent / "recipes" / "agent0-code.yaml"
     tiny = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=4", "propose.answers_per_task=2",
