@@ -105,7 +105,7 @@ def test_config_prints_the_resolved_config_with_each_keys_documentation(tmp_path
     import yaml
 
     from autotelic.config import GenerateConfig, load_config, to_dict
-    from autotelic.config_docs import field_docs
+    from autotelic.config.docs import field_docs
 
     recipe, overrides = RECIPES / "guess-number.yaml", ["train.steps=3", "generate.temperature=0.5"]
     result = runner.invoke(app, ["config", "--config", str(recipe), *overrides])

@@ -166,7 +166,7 @@ def config_command(
 ) -> None:
     """Print the resolved config (defaults, then the recipe, then overrides) as YAML, each key with its
     documentation; save it and pass it as --config to run exactly that."""
-    from autotelic.config_docs import describe_run_config
+    from autotelic.config.docs import describe_run_config
 
     try:
         resolved = load_config(config, list(overrides or []))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from autotelic.config_docs import first_sentence
+from autotelic.config.docs import first_sentence
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 

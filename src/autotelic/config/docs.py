@@ -12,7 +12,7 @@ import textwrap
 from functools import cache
 from typing import Any
 
-from autotelic.config import RunConfig
+from autotelic.config.run import RunConfig
 
 
 @cache

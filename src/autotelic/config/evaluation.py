@@ -1,0 +1,94 @@
+"""Held-out evaluation and value-guided search (VM-MCTS): how answers are decoded and judged at test time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from autotelic.config.rules import at_least_zero, count, filled, positive, rule
+
+
+@dataclass
+class SearchConfig:
+    """Tree search over partial responses, one line per step (VM-MCTS)."""
+
+    children: int = 2
+    """Lines sampled when a node is expanded."""
+    step_tokens: int = 32
+    """Tokens a line may take at most (a step ends at a line end, end of sequence or this cap)."""
+    c_uct: float = 1.0
+    """Exploration weight of UCT."""
+    temperature: float = 0.8
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.children", self.children), *count(f"{key}.step_tokens", self.step_tokens),
+                *at_least_zero(f"{key}.c_uct", self.c_uct), *positive(f"{key}.temperature", self.temperature)]
+
+
+@dataclass
+class ValueConfig:
+    """VM-MCTS (ReST-RL): MCTS with test-scored rollouts labels partial responses with their expected
+    reward; a value model learns those labels and then guides search and picks answers at test time."""
+
+    enabled: bool = False
+    """After training: collect MCTS values on training tasks, train the value model (run_dir/value_model)
+    and evaluate the held-out set with every strategy in ``decodings`` too."""
+    tasks: int = 24
+    """Training tasks searched to collect value targets."""
+    iterations: int = 6
+    """MCTS iterations per task while collecting (each expands a leaf and scores each child by a rollout)."""
+    search: SearchConfig = field(default_factory=SearchConfig)
+    base_model: str | None = None
+    """Body of the value model; None uses the trained policy (the run's exported model)."""
+    train_body: bool = False
+    """False: a scalar head on the frozen body's features (minutes on a CPU); True: fine-tune the body too."""
+    epochs: int = 30
+    lr: float = 1e-3
+    batch_size: int = 16
+    decodings: list[str] = field(default_factory=lambda: ["best_of_n", "vm_mcts"])
+    """Decoding strategies evaluated after the value model is trained (greedy is always evaluated)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.tasks", self.tasks), *count(f"{key}.iterations", self.iterations),
+                *self.search.problems(f"{key}.search"), *filled(f"{key}.base_model", self.base_model),
+                *count(f"{key}.epochs", self.epochs), *positive(f"{key}.lr", self.lr),
+                *count(f"{key}.batch_size", self.batch_size)]
+
+
+@dataclass
+class EvalConfig:
+    seed: int = 987_654_321
+    """Seed for the held-out set; the trainer's task streams never use it."""
+    per_level: int = 16
+    """Held-out tasks per family and level."""
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3])
+    families: list[str] | None = None
+    """Held-out families; None: the curriculum's, held out by seed. A data set's named split is held out whole this
+    way: curriculum.families=[hf:DIR:train] with eval.families=[hf:DIR:test]."""
+    max_new_tokens: int = 24
+    every: int = 20
+    """Also evaluate every N steps (0: only before and after); each costs ~30 s on 2 cores."""
+    batch_size: int = 64
+    decoding: Literal["greedy", "best_of_n", "vm_mcts"] = "greedy"
+    """greedy, best_of_n (samples until the token budget, the best picked by ``select_by``) or vm_mcts
+    (tree search guided by the value model, the best finished answer by value)."""
+    token_budget: int | None = None
+    """Completion tokens per task for best_of_n and vm_mcts; None: 4 x max_new_tokens."""
+    select_by: Literal["value", "verifier"] = "value"
+    """best_of_n: pick by the value model, or by the task's verifier (an oracle upper bound: it reads
+    the hidden tests)."""
+    value_model: str | None = None
+    """Directory of a trained value model (``autotelic value``, or run_dir/value_model)."""
+    search: SearchConfig = field(default_factory=SearchConfig)
+    agent: Literal["policy", "operator"] = "policy"
+    """Episode mode: held-out episodes by the policy alone (greedy), or by the operator agent (planner,
+    grounder, reflector and summarizer roles, see ``operator``)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.per_level", self.per_level), *filled(f"{key}.levels", self.levels),
+                *filled(f"{key}.families", self.families),
+                *[p for level in self.levels for p in count(f"{key}.levels entry", level)],
+                *count(f"{key}.max_new_tokens", self.max_new_tokens),
+                *rule(self.every >= 0, f"{key}.every", self.every, "be 0 (before and after training only) or more"),
+                *count(f"{key}.batch_size", self.batch_size), *count(f"{key}.token_budget", self.token_budget),
+                *filled(f"{key}.value_model", self.value_model), *self.search.problems(f"{key}.search")]

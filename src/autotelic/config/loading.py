@@ -1,0 +1,195 @@
+"""Loading a run's configuration: defaults, then a YAML recipe, then dotted ``key=value`` overrides, each value
+checked against its field's type (unknown keys and wrong types stop with one line naming the key and the valid
+choices), then every section's range checks; saving it back as YAML."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from autotelic.config.rules import ConfigError
+from autotelic.config.run import RunConfig
+from autotelic.config.sections import RewardSpec
+
+
+def _coerce(value: Any, annotation: Any, key: str) -> Any:
+    """Check ``value`` against a field's type annotation, converting where it is lossless."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option, key)
+            except ConfigError as error:
+                errors.append(str(error))
+        raise ConfigError(errors[0])
+    if origin is Literal:
+        choices = typing.get_args(annotation)
+        if value not in choices:
+            raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, choices))}; got {value!r}")
+        return value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key '{key}' must be a mapping, got {value!r}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"config key '{key}' must be a list, got {value!r}")
+        (item_type,) = typing.get_args(annotation)
+        return [_coerce(v, item_type, key) for v in value]
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, dict):
+            raise ConfigError(f"config section '{key}' must be a mapping, got {value!r}")
+        return _build(annotation, value, key + ".")
+    if annotation is float and not isinstance(value, bool) and isinstance(value, (int, str)):
+        try:  # YAML reads 1e-3 (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
+    if annotation is Any or isinstance(value, annotation) and not (annotation is int and isinstance(value, bool)):
+        return value
+    raise ConfigError(f"config key '{key}' must be {annotation.__name__}, got {value!r}")
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        raise ConfigError(f"unknown config key '{prefix}{unknown[0]}'; valid keys here: {', '.join(names)}")
+    return cls(**{k: _coerce(v, hints[k], prefix + k) for k, v in data.items()})
+
+
+def to_dict(config: RunConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"config key '{dotted}': '{part}' is not a section")
+    node[leaf] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``train.steps=30`` -> ("train.steps", 30); values are parsed as YAML scalars/lists."""
+    if "=" not in text:
+        raise ConfigError(f"override '{text}' must look like key=value (e.g. train.steps=30)")
+    key, raw = text.split("=", 1)
+    if not key.strip():
+        raise ConfigError(f"override '{text}' names no key: write key=value (e.g. train.steps=30)")
+    try:
+        return key.strip(), yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as error:
+        problem = str(error).splitlines()[0]
+        raise ConfigError(f"override '{text}': the value is not valid YAML ({problem}); write a number, true, "
+                          "false, null, a list like [1, 2], or quote text with special characters") from None
+
+
+def parse_overrides(texts: list[str] | tuple[str, ...]) -> list[tuple[str, Any]]:
+    """Each ``key=value``; a word without ``=`` after one is most likely its value split by the shell at a space."""
+    for index, text in enumerate(texts):
+        start = next((i for i in range(index - 1, -1, -1) if "=" in texts[i]), None)
+        if "=" not in text and start is not None:
+            words = list(texts[start:index + 1])
+            while index + 1 < len(texts) and "=" not in texts[index + 1]:
+                index += 1
+                words.append(texts[index])
+            raise ConfigError(f"override '{text}' is not key=value: the shell split a value at its spaces; quote "
+                              f"the whole override: '{' '.join(words)}'")
+    return [parse_override(text) for text in texts]
+
+
+def _overridden(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> RunConfig:
+    for key, value in parse_overrides(overrides):
+        _set_dotted(data, key, value)
+    config = _build(RunConfig, data)
+    config.check()
+    return _with_environment_defaults(config, data)
+
+
+def _with_environment_defaults(config: RunConfig, data: dict[str, Any]) -> RunConfig:
+    """The environment's own tasks and rewards where neither the recipe nor an override names any (``data``:
+    what they set). Loading it here names a bad ``generate.env`` before anything else runs."""
+    if config.generate.env is None:
+        return config
+    from autotelic.envs import UnknownEnvironmentError
+    from autotelic.envs.registry import load_environment
+
+    try:
+        spec = load_environment(config.generate.env, config.generate.env_args)
+    except UnknownEnvironmentError as error:
+        raise ConfigError(str(error)) from None
+    family, curriculum, evaluation = spec.family, data.get("curriculum", {}), data.get("eval", {})
+    if family is not None and "families" not in curriculum:
+        config.curriculum.families = [family.name]
+        for section, given in ((config.curriculum, curriculum), (config.eval, evaluation)):
+            if "levels" not in given:
+                section.levels = list(family.levels)
+    if spec.rewards and "rewards" not in data.get("filter", {}):
+        config.filter.rewards = _coerce([dict(reward) for reward in spec.rewards], list[RewardSpec],
+                                        f"rewards of environment {config.generate.env}")
+    return config
+
+
+def section_overrides(sections: dict[str, dict[str, Any]]) -> list[str]:
+    """Settings by section (``train={"steps": 2}``) as dotted overrides: one per key, so a section given in part
+    keeps the recipe's other keys."""
+    return [f"{section}.{key}={json.dumps(value)}" for section, values in sections.items()
+            for key, value in values.items()]
+
+
+def apply_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -> RunConfig:
+    """A copy of ``config`` with dotted ``key=value`` overrides, validated like a loaded config."""
+    return _overridden(to_dict(config), overrides)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Defaults, then the YAML file, then dotted overrides; validated against the dataclasses."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            raise ConfigError(f"config file {path} is not valid YAML: {error}".splitlines()[0]) from error
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not text: a recipe is a UTF-8 YAML file") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        data = loaded or {}
+    config = _overridden(data, overrides)
+    dataset = config.algorithm.dataset
+    if path is not None and dataset is not None and not Path(dataset).is_absolute():
+        beside_recipe = path.parent / dataset  # recipes name their data files relative to themselves
+        if beside_recipe.is_file():
+            config.algorithm.dataset = str(beside_recipe.resolve())
+    return config
+
+
+def missing_package(setting: str, package: str, extra: str) -> str | None:
+    """The problem of ``setting`` (key=value) when the optional ``package`` it needs is not installed."""
+    if importlib.util.find_spec(package) is not None:
+        return None
+    return f"{setting} needs the '{package}' package: pip install {package}, or pip install 'autotelic[{extra}]'"
+
+
+def save_config(config: RunConfig, path: Path) -> None:
+    path.write_text(yaml.safe_dump(to_dict(config), sort_keys=False))

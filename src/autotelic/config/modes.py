@@ -1,0 +1,102 @@
+"""The sections of the generation modes that are more than sampling: propose, discussion and the web operator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from autotelic.config.rules import at_least_zero, band, count, filled, finite, fraction, rule
+
+
+ProposeKind = Literal["arithmetic", "code"]
+
+
+@dataclass
+class ProposeConfig:
+    """generate.mode=propose (R-Zero / Agent0): the policy proposes tasks, answers each ``answers_per_task``
+    times, and p is the share of answers agreeing with their majority. Rewards: proposer min(p, 1 - p) minus
+    a repetition penalty plus a tool bonus; executor 1 for the majority answer (pseudo-label), else 0."""
+
+    kind: ProposeKind = "arithmetic"
+    """arithmetic (R-Zero / Agent0 questions, labels by vote) or code (Absolute Zero deduction tasks: a function
+    f and an input, labelled by running f in the sandbox; proposer reward 1 - p, 0 at p = 0 or 1)."""
+    answers_per_task: int = 8
+    """Executor answers per proposed task (the vote, and the executor's group)."""
+    band: list[float] = field(default_factory=lambda: [0.3, 0.8])
+    """Proposed tasks whose p lies in [low, high] train the executor; the others are dropped as out_of_band."""
+    repetition_penalty: float = 1.0
+    """Weight of R-Zero's penalty |cluster| / proposals for near-duplicate proposals within a step."""
+    duplicate_threshold: float = 0.5
+    """Proposals whose word 3-gram Jaccard similarity reaches this are one cluster (single link)."""
+    tool_bonus: float = 0.1
+    """Proposer bonus per unit share of the task's executor answers that called a tool (executor_tools)."""
+    invalid_reward: float = -1.0
+    """Proposer reward for a proposal with no readable question (or a copy of its example)."""
+    phase_steps: int = 0
+    """Alternate roles: train the proposer this many steps, then the executor as many, and so on; 0 trains
+    both every step."""
+    show_example: bool = True
+    """Show the proposer one task of curriculum.families (question only) as a style example (kind=arithmetic)."""
+    executor_tools: Literal["python", "calculator"] | None = None
+    """The executor answers in multi-turn episodes with this tool (control.max_turns); None: one plain reply."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*rule(self.answers_per_task >= 2, f"{key}.answers_per_task", self.answers_per_task,
+                       "be at least 2 (a vote)"),
+                *band(f"{key}.band", self.band), *at_least_zero(f"{key}.repetition_penalty", self.repetition_penalty),
+                *fraction(f"{key}.duplicate_threshold", self.duplicate_threshold, open_low=True),
+                *finite(f"{key}.tool_bonus", self.tool_bonus), *finite(f"{key}.invalid_reward", self.invalid_reward),
+                *rule(self.phase_steps >= 0, f"{key}.phase_steps", self.phase_steps,
+                       "be 0 (both roles every step) or more")]
+
+
+@dataclass
+class DiscussionConfig:
+    """generate.mode=discussion (CoMAS): ``agents`` policies discuss each task for ``rounds`` rounds; in each,
+    a solver answers, an evaluator lists its errors and a scorer grades it. Rewards: solver the normalised
+    grade s, evaluator 1 - s, scorer 0 for a readable grade, ``unparsed_penalty`` otherwise."""
+
+    agents: int = 2
+    """Policies, each a model of its own (model.lora: LoRA or full fine-tuning) trained on its own turns;
+    1: one agent plays every role (the single-agent ablation)."""
+    rounds: int = 2
+    """Rounds per discussion; the solver of a round sees every earlier round."""
+    grade_low: int = 1
+    grade_high: int = 3
+    """The scorer grades from grade_low (wrong) to grade_high (correct)."""
+    unparsed_penalty: float = -1.0
+    """The scorer's reward when its grade cannot be read (a readable grade earns 0)."""
+    grade_tokens: int = 8
+    """New tokens a scorer's turn may take at most (other turns: control.max_new_tokens)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.agents", self.agents), *count(f"{key}.rounds", self.rounds),
+                *count(f"{key}.grade_tokens", self.grade_tokens),
+                *rule(self.grade_low < self.grade_high, f"{key}.grade_low", self.grade_low,
+                       f"be below {key}.grade_high ({self.grade_high})"),
+                *rule(self.unparsed_penalty <= 0, f"{key}.unparsed_penalty", self.unparsed_penalty,
+                       "be at most 0 (a penalty)")]
+
+
+@dataclass
+class OperatorConfig:
+    """OpAgent's operator agent for web episodes (``eval.agent=operator``): a backend per role."""
+
+    planner: str = "policy"
+    """Who plays the role: policy (the model being trained or evaluated), base (the initial model) or the
+    directory of any local model; likewise for the other roles."""
+    grounder: str = "policy"
+    reflector: str = "policy"
+    summarizer: str = "policy"
+    plan_tokens: int = 64
+    action_tokens: int = 32
+    note_tokens: int = 32
+    """Reflector and summarizer replies."""
+    keep_recent: int = 2
+    """Steps the grounder sees verbatim; older ones are summarized."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*[p for role in ("planner", "grounder", "reflector", "summarizer")
+                  for p in filled(f"{key}.{role}", getattr(self, role))],
+                *count(f"{key}.plan_tokens", self.plan_tokens), *count(f"{key}.action_tokens", self.action_tokens),
+                *count(f"{key}.note_tokens", self.note_tokens), *count(f"{key}.keep_recent", self.keep_recent, 0)]

@@ -1,0 +1,349 @@
+"""The sections of a training step: the model, how samples are generated, filtered and budgeted, replayed,
+which tasks the curriculum draws, the algorithm and the training run. Each validates itself in ``problems``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from autotelic.config.rules import at_least_zero, band, count, filled, finite, fraction, positive, rule
+
+
+DATA_COLUMNS = ("prompt", "answer", "tests", "level", "difficulty")
+"""The columns of a user's data that autotelic reads (``tasks/files.py``); ``curriculum.columns`` renames them."""
+
+
+def _column(key: str, role: str, column: Any) -> list[str]:
+    """One entry of a column mapping: a column autotelic reads, mapped to a name in the data."""
+    if role not in DATA_COLUMNS:
+        return [f"{key} maps unknown column '{role}'; valid: {', '.join(DATA_COLUMNS)}"]
+    return rule(isinstance(column, str) and bool(column), f"{key}.{role}", column, "be a column name")
+
+
+DEVICE = re.compile(r"cpu|auto|cuda(:\d+)?|mps")
+
+
+@dataclass
+class ModelConfig:
+    path: str | None = None
+    """Local Hugging Face model directory; None uses the embedded SmolLM2-135M-Instruct; random:<shape> (e.g.
+    random:qwen2-0.5b) a model of that size with random weights, for throughput at a target size."""
+    lora: bool = False
+    """Train LoRA adapters (peft) instead of all weights; merged into the model on export."""
+    lora_rank: int = 32
+    lora_alpha: int = 64
+    lora_dropout: float = 0.0
+    lora_targets: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    threads: int | None = None
+    """torch intra-op threads, at most the cores this process may run on (its CPU affinity); None: all of them."""
+    device: str = "cpu"
+    """Where the policy generates and trains: cpu, cuda, cuda:N, or auto (the GPU when one is visible)."""
+    system_prompt: str | None = None
+    """System message for every prompt; None keeps the chat template's default."""
+    chat_template: str | None = None
+    """The chat template (Jinja text, or a file holding it) in place of the tokenizer's: for a base model without one,
+    or to change how prompts are rendered; it is saved with the exported model. None: the tokenizer's."""
+    dtype: Literal["float32", "bfloat16", "auto"] = "float32"
+    """Weights and training precision of the policy: float32, bfloat16 (half the memory; on GPUs) or auto (the
+    checkpoint's own)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*filled(f"{key}.path", self.path), *filled(f"{key}.chat_template", self.chat_template),
+                *count(f"{key}.lora_rank", self.lora_rank),
+                *positive(f"{key}.lora_alpha", self.lora_alpha),
+                *fraction(f"{key}.lora_dropout", self.lora_dropout, open_high=True),
+                *(filled(f"{key}.lora_targets", self.lora_targets) if self.lora else []),
+                *count(f"{key}.threads", self.threads),
+                *rule(DEVICE.fullmatch(self.device) is not None, f"{key}.device", self.device,
+                       "be cpu, cuda, cuda:N, mps or auto")]
+
+
+@dataclass
+class GenerateConfig:
+    mode: Literal["sample", "tree", "partial", "episode", "selfplay", "propose", "discussion"] = "sample"
+    """sample (n independent samples per task), tree (branch from shared prefixes at high-entropy
+    tokens), partial (long generations pause at a per-step token budget and continue next step),
+    episode (multi-turn episodes against ``env``; observation tokens are masked from the loss) or
+    selfplay (the policy plays both seats of the two-player game ``env``, a transcript per player; a
+    group per task and seat) or propose (the policy writes tasks and answers them, see ``propose``) or
+    discussion (CoMAS: agents answer, critique and grade each other's answers, see ``discussion``)."""
+    group_size: int = 8
+    """Samples per task (the GRPO group); tree mode adds its branches on top; selfplay: games per task;
+    propose: proposals per proposer prompt; discussion: discussions per task."""
+    temperature: float = 0.7
+    top_p: float = 1.0
+    tree_branches: int = 2
+    """Tree mode: samples of each group that are branched (at their highest-entropy token)."""
+    tree_branch_samples: int = 2
+    """Tree mode: new continuations drawn from each branch point."""
+    partial_segment_tokens: int = 16
+    """Partial mode: tokens generated per sample per step before it pauses."""
+    env: str | None = None
+    """Episode and selfplay modes: the environment or two-player game: built in (guess_number, calculator, python,
+    textarena, web, web_browser), an installed package's 'autotelic.environments' entry point, or a module with
+    load_environment(**kwargs) by dotted path (my_pkg.my_env). Its own tasks and rewards are the defaults of
+    curriculum.families/levels and filter.rewards."""
+    env_args: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the environment's load_environment."""
+    opponent: Literal["self", "frozen"] = "self"
+    """Selfplay: the policy plays itself, or a frozen copy of the initial policy (SPIRAL's fixed-opponent
+    ablation; the policy then takes each seat in every other game and trains on its seats only)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.group_size", self.group_size), *positive(f"{key}.temperature", self.temperature),
+                *fraction(f"{key}.top_p", self.top_p, open_low=True),
+                *count(f"{key}.tree_branches", self.tree_branches),
+                *count(f"{key}.tree_branch_samples", self.tree_branch_samples),
+                *count(f"{key}.partial_segment_tokens", self.partial_segment_tokens), *filled(f"{key}.env", self.env)]
+
+
+@dataclass
+class RewardSpec:
+    name: str = "verifier"
+    """verifier (the task family's own check), math_verify, unit_tests, majority_vote (label-free, TTRL;
+    option novelty_weight: EVOL-RL), self_certainty (label-free: the policy's confidence), judge (an LLM
+    with a rubric), format, length, or env (the environment's or game's return)."""
+    weight: float = 1.0
+    options: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the reward (e.g. judge: {model: policy, rubric: ...}; format: {pattern: ...})."""
+
+    def problems(self, key: str) -> list[str]:
+        return finite(f"{key}.weight", self.weight)
+
+
+@dataclass
+class FilterConfig:
+    rewards: list[RewardSpec] = field(default_factory=lambda: [RewardSpec()])
+    """Reward functions, summed with their weights."""
+    drop_zero_variance: bool = True
+    """Drop groups whose rewards are all equal: their group-relative advantages are zero."""
+    dynamic_sampling: bool = False
+    """DAPO: after filtering, sample new tasks until tasks_per_step groups are kept (or max_rounds)."""
+    max_rounds: int = 3
+    """Dynamic sampling: generation rounds per step at most."""
+    min_reward_std: float = 0.0
+    """ReST-GRPO: drop groups whose reward std is below this (e.g. 0.05)."""
+    keep_top_fraction: float = 1.0
+    """ReST-style selection: keep only this fraction of groups, those of highest reward std."""
+    pass_rate_band: list[float] | None = None
+    """Learnability gate: keep groups whose mean reward lies in [low, high] (e.g. [0.3, 0.8])."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*rule(bool(self.rewards), f"{key}.rewards", self.rewards, "name at least one reward (e.g. "
+                       "[{name: verifier}])"),
+                *[p for i, r in enumerate(self.rewards) for p in r.problems(f"{key}.rewards[{i}]")],
+                *count(f"{key}.max_rounds", self.max_rounds),
+                *at_least_zero(f"{key}.min_reward_std", self.min_reward_std),
+                *fraction(f"{key}.keep_top_fraction", self.keep_top_fraction, open_low=True),
+                *band(f"{key}.pass_rate_band", self.pass_rate_band)]
+
+
+@dataclass
+class ControlConfig:
+    max_new_tokens: int = 24
+    """Hard cap on completion length (all turns of an episode together)."""
+    max_tokens_per_step: int | None = None
+    """Completion-token budget per step: fewer tasks are planned, groups past it are dropped."""
+    tasks_per_step: int = 8
+    """Tasks (prompts) per step; samples per step = tasks_per_step * group_size."""
+    adaptive_group_size: bool = False
+    """Spend the step's samples where the estimated pass rate p is near 0.5 (weight p(1-p))."""
+    min_group_size: int = 2
+    max_group_size: int = 16
+    early_exit_probe: int | None = None
+    """Draw this many samples first; a group whose probe rewards are all equal stops there."""
+    overlong: Literal["none", "shaping", "mask"] = "none"
+    """none, shaping (DAPO soft penalty over the last ``overlong_buffer`` tokens) or mask (truncated
+    samples are left out of the loss)."""
+    overlong_buffer: int = 8
+    max_turns: int = 4
+    """Episode mode: turns per episode at most; selfplay: moves per game, both players' together."""
+    turn_tokens: int | None = None
+    """Episode mode: tokens per policy turn at most (e.g. one web action); None: the episode's remaining budget."""
+    max_invalid: int | None = None
+    """Episode mode, early exit: an episode ends after this many invalid actions in a row (None: never)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.max_new_tokens", self.max_new_tokens),
+                *count(f"{key}.max_tokens_per_step", self.max_tokens_per_step),
+                *count(f"{key}.tasks_per_step", self.tasks_per_step),
+                *count(f"{key}.min_group_size", self.min_group_size),
+                *rule(self.max_group_size >= self.min_group_size, f"{key}.max_group_size", self.max_group_size,
+                       f"be at least {key}.min_group_size ({self.min_group_size})"),
+                *count(f"{key}.early_exit_probe", self.early_exit_probe),
+                *count(f"{key}.overlong_buffer", self.overlong_buffer), *count(f"{key}.max_turns", self.max_turns),
+                *count(f"{key}.turn_tokens", self.turn_tokens), *count(f"{key}.max_invalid", self.max_invalid)]
+
+
+@dataclass
+class ReplayConfig:
+    name: Literal["on_policy", "buffer"] = "on_policy"
+    """on_policy (each group trains once) or buffer (high-variance groups are also replayed later)."""
+    capacity: int = 64
+    """Groups the buffer holds; the lowest-priority ones go first."""
+    max_staleness: int = 4
+    """Replayed groups were sampled at most this many policy versions ago."""
+    replay_groups: int = 4
+    """Groups replayed per step on top of the fresh ones."""
+    max_reuse: int = 2
+    """Times a group may be replayed."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.capacity", self.capacity), *count(f"{key}.max_staleness", self.max_staleness, 0),
+                *count(f"{key}.replay_groups", self.replay_groups, 0), *count(f"{key}.max_reuse", self.max_reuse, 0)]
+
+
+@dataclass
+class EvolveConfig:
+    """eva's creator: the regret curriculum's prompts are rewritten by an LLM where the solver's samples
+    disagree most. Evolved prompts have no reference answer, so they need a label-free reward."""
+
+    every: int = 0
+    """Evolve after every N rounds of observation (one per step; more with filter.dynamic_sampling); 0: never
+    (a fixed prompt pool, eva's no-evolution ablation)."""
+    fraction: float = 0.25
+    """Share of the prompts observed since the last evolution that seed it, drawn by informativeness."""
+    variants: int = 4
+    """New prompts written from each seed."""
+    old_fraction: float = 0.25
+    """Share of each step's tasks drawn from earlier generations; the rest come from the newest."""
+    model: str = "policy"
+    """The evolver: the policy being trained, or a local model directory (frozen)."""
+    operations: list[str] = field(default_factory=lambda: ["harder", "specific", "topic"])
+    """Evol-Instruct rewrites, used in turn: harder, specific, topic."""
+    temperature: float = 0.9
+    max_new_tokens: int = 64
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.every", self.every, 0), *fraction(f"{key}.fraction", self.fraction, open_low=True),
+                *count(f"{key}.variants", self.variants), *fraction(f"{key}.old_fraction", self.old_fraction),
+                *filled(f"{key}.model", self.model), *filled(f"{key}.operations", self.operations),
+                *positive(f"{key}.temperature", self.temperature),
+                *count(f"{key}.max_new_tokens", self.max_new_tokens)]
+
+
+@dataclass
+class CurriculumConfig:
+    name: Literal["learnability", "sec", "uniform", "regret", "test_time"] = "learnability"
+    """learnability (bandit over family x level, value p(1-p)), sec (bandit, value = mean |advantage|,
+    Self-Evolving Curriculum), uniform, regret (eva: a prompt pool drawn by informativeness) or test_time
+    (TTRL: the pool is the held-out prompts themselves, their answers never read; needs a label-free reward)."""
+    families: list[str] = field(default_factory=lambda: ["add", "compare", "successor", "rg_chain_sum"])
+    """Task families: ours (add, humaneval, ...), rg_<reasoning-gym dataset>, or your own data as file:PATH (JSONL,
+    JSON, CSV, Parquet) or hf:NAME[:CONFIG][:SPLIT] (a save_to_disk directory, a local file or a hub dataset)."""
+    columns: dict[str, str] = field(default_factory=dict)
+    """Your data's column names for the ones autotelic reads (prompt, answer, tests, level, difficulty), e.g.
+    {prompt: question, answer: solution}."""
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3])
+    temperature: float = 0.1
+    """Boltzmann temperature over arm values; lower is greedier."""
+    ema: float = 0.5
+    """Weight of the newest observation in each arm's running estimate (SEC's alpha)."""
+    prior_pass_rate: float = 0.5
+    """Optimistic pass rate assumed for arms never tried, so each gets explored."""
+    decay: float = 0.0
+    """sec: values of arms not drawn this step shrink by this fraction."""
+    pool_size: int = 256
+    """regret: tasks drawn from the families into the prompt pool."""
+    metric: Literal["gap", "regret", "variance", "loo", "top2"] = "gap"
+    """regret: informativeness of a prompt (gap, regret, variance, loo, top2)."""
+    gate: list[float] | None = None
+    """regret: learnability gate, keep prompts whose pass rate lies in [low, high]."""
+    evolve: EvolveConfig = field(default_factory=EvolveConfig)
+    """regret: eva's prompt evolution (off unless evolve.every > 0)."""
+    prefix_fraction: float = 0.0
+    """ReST-GRPO: share of each step's tasks that are partial-solution prompts, cut before code lines from
+    the solver's correct answers (0 disables)."""
+    prefix_per_solution: int = 2
+    """ReST-GRPO: prefixes cut from each correct answer."""
+    prefix_decay: float = 0.95
+    """ReST-GRPO: a cut leaving k lines after it is drawn with weight decay**k (later cuts preferred)."""
+    prefix_min_reward: float = 1.0
+    """ReST-GRPO: an answer is cut into prefixes when its reward reaches this."""
+    failure_fraction: float = 0.0
+    """WebRL-style: share of each step's tasks made from failed ones, cut at the first progress milestone
+    no sample reached (web tasks; 0 disables)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*filled(f"{key}.families", self.families), *filled(f"{key}.levels", self.levels),
+                *[p for role, column in self.columns.items() for p in _column(f"{key}.columns", role, column)],
+                *[p for level in self.levels for p in count(f"{key}.levels entry", level)],
+                *positive(f"{key}.temperature", self.temperature), *fraction(f"{key}.ema", self.ema, open_low=True),
+                *fraction(f"{key}.prior_pass_rate", self.prior_pass_rate),
+                *fraction(f"{key}.decay", self.decay, open_high=True), *count(f"{key}.pool_size", self.pool_size),
+                *band(f"{key}.gate", self.gate), *self.evolve.problems(f"{key}.evolve"),
+                *fraction(f"{key}.prefix_fraction", self.prefix_fraction),
+                *count(f"{key}.prefix_per_solution", self.prefix_per_solution),
+                *fraction(f"{key}.prefix_decay", self.prefix_decay, open_low=True),
+                *finite(f"{key}.prefix_min_reward", self.prefix_min_reward),
+                *fraction(f"{key}.failure_fraction", self.failure_fraction)]
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = "grpo"
+    """grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp, spiral, online_dpo or offline_dpo."""
+    lr: float = 2e-5
+    clip_low: float | None = None
+    """None: the algorithm's own (0.2; GSPO 3e-4)."""
+    clip_high: float | None = None
+    """None: the algorithm's own (0.2; DAPO 0.28; GSPO 4e-4)."""
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] | None = None
+    """None: the algorithm's own; token-mean, seq-mean-token-mean or seq-mean-token-sum-norm."""
+    beta: float = 0.0
+    """KL coefficient to the reference policy (0 disables the reference forward)."""
+    kl_estimator: Literal["k1", "k3"] = "k3"
+    rae_decay: float = 0.95
+    """spiral: each role's baseline is an average of its rewards, b <- decay * b + (1 - decay) * r."""
+    dpo_beta: float = 0.1
+    dpo_label_smoothing: float = 0.0
+    dataset: str | None = None
+    """offline_dpo: JSONL of {"prompt", "chosen", "rejected"} (``autotelic pairs`` makes one from a run)."""
+    off_policy: Literal["clip", "decoupled"] = "clip"
+    """clip (ratio to the sampling policy, clipped) or decoupled (truncated importance weight to the
+    sampling policy times a ratio to the current one; for replayed and partial rollouts)."""
+    is_cap: float = 2.0
+    """decoupled: importance weights are truncated at this value."""
+    updates_per_batch: int = 1
+    """Gradient steps on each rollout batch; above 1 the clipped ratio matters."""
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    micro_batch_groups: int = 8
+    """Groups per forward/backward at most; gradients accumulate over the batch."""
+    micro_batch_tokens: int | None = 4096
+    """Token positions per forward/backward at most (a group: its prompt plus samples x its longest completion;
+    a group is never split); bounds activation memory for long samples. None: groups only."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*positive(f"{key}.lr", self.lr), *fraction(f"{key}.clip_low", self.clip_low, open_high=True),
+                *at_least_zero(f"{key}.clip_high", self.clip_high), *at_least_zero(f"{key}.beta", self.beta),
+                *fraction(f"{key}.rae_decay", self.rae_decay), *positive(f"{key}.dpo_beta", self.dpo_beta),
+                *rule(0 <= self.dpo_label_smoothing < 0.5, f"{key}.dpo_label_smoothing", self.dpo_label_smoothing,
+                       "lie in [0, 0.5)"),
+                *filled(f"{key}.dataset", self.dataset),
+                *rule(self.is_cap >= 1, f"{key}.is_cap", self.is_cap, "be at least 1 (a cap on importance weights)"),
+                *count(f"{key}.updates_per_batch", self.updates_per_batch),
+                *positive(f"{key}.max_grad_norm", self.max_grad_norm),
+                *at_least_zero(f"{key}.weight_decay", self.weight_decay),
+                *count(f"{key}.micro_batch_groups", self.micro_batch_groups),
+                *count(f"{key}.micro_batch_tokens", self.micro_batch_tokens)]
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 60
+    seed: int = 0
+    max_minutes: float | None = 12.0
+    """Stop taking new steps after this many minutes of training (evaluation excluded)."""
+    checkpoint_every: int = 10
+    """Checkpoint every N steps, in the background. Full fine-tuning writes 1.6 GB (weights + Adam) for
+    the embedded model, so the default is sparse; LoRA checkpoints are small enough for every step."""
+    keep_checkpoints: int = 2
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.steps", self.steps), *positive(f"{key}.max_minutes", self.max_minutes),
+                *count(f"{key}.checkpoint_every", self.checkpoint_every),
+                *count(f"{key}.keep_checkpoints", self.keep_checkpoints)]
