@@ -112,6 +112,12 @@ def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
                                               "parameters": t.parameters}} for t in tools]
 
 
+def string_argument(name: str, description: str) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments when it takes one string, ``name``."""
+    return {"type": "object", "properties": {name: {"type": "string", "description": description}},
+            "required": [name]}
+
+
 def tool_prompt(tools: list[Tool]) -> str:
     """Plain-text tool instructions for the user (or system) message."""
     listing = "\n".join(json.dumps(schema["function"]) for schema in tool_schemas(tools))
@@ -224,11 +230,8 @@ class Calculator:
 
     name: str = "calculator"
     description: str = "Evaluate an arithmetic expression with + - * / // % ** and parentheses."
-    parameters: dict[str, Any] = field(default_factory=lambda: {
-        "type": "object",
-        "properties": {"expression": {"type": "string", "description": "for example (12 + 7) * 3"}},
-        "required": ["expression"],
-    })
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: string_argument("expression", "for example (12 + 7) * 3"))
     max_length: int = 300  # deeply nested input would otherwise exhaust the parser's recursion
     max_bits: int = 10_000  # ~3000 digits, within Python's int-to-str limit
 
@@ -295,11 +298,7 @@ class PythonTool:
 
     name: str = "python"
     description: str = "Run a Python 3 program and return what it prints. Print the result you need."
-    parameters: dict[str, Any] = field(default_factory=lambda: {
-        "type": "object",
-        "properties": {"code": {"type": "string", "description": "a complete Python program"}},
-        "required": ["code"],
-    })
+    parameters: dict[str, Any] = field(default_factory=lambda: string_argument("code", "a complete Python program"))
     limits: SandboxLimits | None = None  # None: the sandbox's defaults
     max_chars: int = 400
     stderr_lines: int = 3
