@@ -7,27 +7,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
 from autotelic.curricula.bandit import BanditCurriculum, EmptyFamilyError
+from autotelic.curricula.base import Curriculum
 from autotelic.curricula.prefixes import PrefixCurriculum
 from autotelic.curricula.regret import EmptyPoolError, PromptPoolCurriculum
-from autotelic.types import Group, Task
-
-
-class Curriculum(Protocol):
-    def next_tasks(self, count: int) -> list[Task]: ...
-
-    def observe(self, groups: list[Group]) -> dict[str, float]: ...
-
-    def mix(self) -> dict[str, float]: ...
-
-    def estimated_pass_rate(self, task: Task) -> float: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
 
 __all__ = ["BanditCurriculum", "Curriculum", "EmptyFamilyError", "EmptyPoolError", "PrefixCurriculum",
            "PromptPoolCurriculum"]

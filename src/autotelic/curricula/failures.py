@@ -18,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autotelic.curricula.base import Curriculum, DerivedTaskQueue
 from autotelic.heldout import HeldOut
 from autotelic.rewards.web import succeeded
 from autotelic.types import Group, Task
@@ -47,8 +48,8 @@ def frontier_task(task: Task, cut: int) -> Task | None:
 
 
 @dataclass
-class FailureCurriculum:
-    base: Any  # a Curriculum (the protocol lives in curricula/__init__, which imports this module)
+class FailureCurriculum(DerivedTaskQueue):
+    base: Curriculum
     heldout: HeldOut
     fraction: float = 0.25
     """Share of each step's tasks served from derived tasks (when any are waiting)."""
@@ -56,15 +57,6 @@ class FailureCurriculum:
     queue: deque[Task] = field(default_factory=deque)
     made: int = 0
     served: int = 0
-
-    def __post_init__(self) -> None:
-        self.queue = deque(self.queue, maxlen=self.capacity)
-
-    def next_tasks(self, count: int) -> list[Task]:
-        take = min(len(self.queue), round(self.fraction * count))
-        derived = [self.queue.pop() for _ in range(take)]
-        self.served += take
-        return derived + self.base.next_tasks(count - take)
 
     def observe(self, groups: list[Group]) -> dict[str, float]:
         metrics = self.base.observe([g for g in groups if "parent" not in g.task.meta])
@@ -83,16 +75,9 @@ class FailureCurriculum:
             metrics["failures/derived_success"] = sum(not failed(g) for g in derived) / len(derived)
         return metrics
 
-    def mix(self) -> dict[str, float]:
-        return self.base.mix()
-
-    def estimated_pass_rate(self, task: Task) -> float:
-        return self.base.estimated_pass_rate(task)
-
     def state_dict(self) -> dict[str, Any]:
-        return {"base": self.base.state_dict(), "queue": list(self.queue), "made": self.made, "served": self.served}
+        return {**self.queue_state(), "made": self.made}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.base.load_state_dict(state["base"])
-        self.queue = deque(state["queue"], maxlen=self.capacity)
-        self.made, self.served = state["made"], state["served"]
+        self.load_queue_state(state)
+        self.made = state["made"]

@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autotelic.curricula.base import Curriculum, DerivedTaskQueue
 from autotelic.curricula.regret import sample_without_replacement
 from autotelic.curricula.rngstate import rng_state, set_rng_state
 from autotelic.types import Group, Task
@@ -48,8 +49,8 @@ def prefix_task(task: Task, prefix: str) -> Task:
 
 
 @dataclass
-class PrefixCurriculum:
-    base: Any  # a Curriculum (the protocol lives in curricula/__init__, which imports this module)
+class PrefixCurriculum(DerivedTaskQueue):
+    base: Curriculum
     fraction: float = 0.25
     """Share of each step's tasks served from partial-solution prompts (when any are queued)."""
     per_solution: int = 2
@@ -63,14 +64,8 @@ class PrefixCurriculum:
     served: int = 0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.rng = random.Random(f"prefixes/{self.seed}")
-        self.queue = deque(self.queue, maxlen=self.capacity)
-
-    def next_tasks(self, count: int) -> list[Task]:
-        take = min(len(self.queue), round(self.fraction * count))
-        prefixed = [self.queue.pop() for _ in range(take)]  # newest first: cut from the current policy's answers
-        self.served += take
-        return prefixed + self.base.next_tasks(count - take)
 
     def observe(self, groups: list[Group]) -> dict[str, float]:
         original = [g for g in groups if not g.task.response_prefix]
@@ -91,18 +86,9 @@ class PrefixCurriculum:
             metrics["prefix/reward_mean"] = sum(rewards) / len(rewards)
         return metrics
 
-    def mix(self) -> dict[str, float]:
-        return self.base.mix()
-
-    def estimated_pass_rate(self, task: Task) -> float:
-        return self.base.estimated_pass_rate(task)
-
     def state_dict(self) -> dict[str, Any]:
-        return {"base": self.base.state_dict(), "queue": list(self.queue), "served": self.served,
-                "rng": rng_state(self.rng)}
+        return {**self.queue_state(), "rng": rng_state(self.rng)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.base.load_state_dict(state["base"])
-        self.queue = deque(state["queue"], maxlen=self.capacity)
-        self.served = state["served"]
+        self.load_queue_state(state)
         set_rng_state(self.rng, state["rng"])

@@ -1,0 +1,57 @@
+"""The ``Curriculum`` protocol, and the base of curricula that wrap another one and add derived tasks to it."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Protocol
+
+from autotelic.types import Group, Task
+
+
+class Curriculum(Protocol):
+    def next_tasks(self, count: int) -> list[Task]: ...
+
+    def observe(self, groups: list[Group]) -> dict[str, float]: ...
+
+    def mix(self) -> dict[str, float]: ...
+
+    def estimated_pass_rate(self, task: Task) -> float: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class DerivedTaskQueue:
+    """A curriculum over another one, ``base``, that serves ``fraction`` of each step's tasks from a queue of
+    tasks it derived from observed groups (newest first: derived from the current policy's groups) and the
+    rest from ``base``. Subclasses are dataclasses with these fields; ``observe`` fills the queue."""
+
+    base: Curriculum
+    fraction: float
+    capacity: int
+    queue: deque[Task]
+    served: int
+
+    def __post_init__(self) -> None:
+        self.queue = deque(self.queue, maxlen=self.capacity)
+
+    def next_tasks(self, count: int) -> list[Task]:
+        take = min(len(self.queue), round(self.fraction * count))
+        derived = [self.queue.pop() for _ in range(take)]
+        self.served += take
+        return derived + self.base.next_tasks(count - take)
+
+    def mix(self) -> dict[str, float]:
+        return self.base.mix()
+
+    def estimated_pass_rate(self, task: Task) -> float:
+        return self.base.estimated_pass_rate(task)
+
+    def queue_state(self) -> dict[str, Any]:
+        return {"base": self.base.state_dict(), "queue": list(self.queue), "served": self.served}
+
+    def load_queue_state(self, state: dict[str, Any]) -> None:
+        self.base.load_state_dict(state["base"])
+        self.queue = deque(state["queue"], maxlen=self.capacity)
+        self.served = state["served"]
