@@ -30,7 +30,7 @@ from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config
                   report, run_arms, runs_dir_from, trained_policy)
 
 from autotelic.evaluation import evaluate
-from autotelic.trainer import sandbox_isolation
+from autotelic.checks import sandbox_isolation
 from autotelic.vm_mcts import decoding_for
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"

@@ -62,7 +62,8 @@ import artifacts  # bench/artifacts.py, stats.py and trl_peer.py: this script's 
 import stats
 from trl_peer import PeerSettings, apply_process_settings, grpo_trainer
 from autotelic.config import RunConfig, load_config
-from autotelic.trainer import Trainer, evaluate_heldout
+from autotelic.run_evaluation import evaluate_heldout
+from autotelic.trainer import Trainer
 from autotelic.types import Task
 
 RECIPE = artifacts.REPO / "recipes" / "default.yaml"

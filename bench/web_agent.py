@@ -26,7 +26,7 @@ from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config
                   report, run_arms, runs_dir_from, trained_policy)
 
 from autotelic.backends.hf import HFPolicy
-from autotelic.trainer import evaluate_heldout
+from autotelic.run_evaluation import evaluate_heldout
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "opagent-web.yaml"
 TRAINED = Arm("trained", (), RECIPE)

@@ -10,7 +10,8 @@ import pytest
 from autotelic.config import ConfigError, load_config
 from autotelic.rollout.asynchronous import AsyncRollouts, RolloutThreadError, staleness_metrics
 from autotelic.rollout.pipeline import StepRollouts
-from autotelic.trainer import Trainer, TrainingError
+from autotelic.checks import TrainingError
+from autotelic.trainer import Trainer
 from autotelic.types import Group, Sample, Task
 
 

@@ -24,7 +24,7 @@ from autotelic.rewards import build_reward
 from autotelic.rollout.filter import score_groups
 from autotelic.tasks import get_family
 from autotelic.tasks.files import answer_score, data_family, read_hf
-from autotelic.trainer import build_curriculum
+from autotelic.build import build_curriculum
 from autotelic.types import Group, Sample, Task
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -474,7 +474,7 @@ def test_import_autotelic_is_cheap_and_exports_the_api_and_registries():
 
 
 def test_evaluate_names_a_target_that_is_not_a_model(tmp_path):
-    from autotelic.trainer import TrainingError
+    from autotelic.checks import TrainingError
 
     with pytest.raises(TrainingError, match="is neither a run directory"):
         autotelic.evaluate(tmp_path, eval={"per_level": 1})

@@ -28,7 +28,7 @@ from autotelic.rollout.discussion import (
     round_rewards,
     seats,
 )
-from autotelic.trainer import TrainingError, check_combination
+from autotelic.checks import TrainingError, check_combination
 from autotelic.types import Sample, Task
 
 TASK = Task("What is 3 + 4? Reply with only the number.", "7", "add", 1, "add#1")
@@ -217,7 +217,8 @@ def test_the_recipe_and_the_single_agent_ablation_pass_the_checks():
 @pytest.mark.slow
 def test_two_agents_discuss_train_on_their_own_turns_and_resume(tmp_path):
     from autotelic.checkpoint import latest_checkpoint, load_checkpoint
-    from autotelic.trainer import Trainer, new_run_dir
+    from autotelic.run_state import new_run_dir
+    from autotelic.trainer import Trainer
 
     options = [  # the recipe (2 agents, 2 rounds), shrunk; the recipe test leaves it to this one
         "train.steps=2", "control.tasks_per_step=2", "generate.group_size=2", "control.max_new_tokens=12",

@@ -26,7 +26,10 @@ from autotelic.envs.guess_number import GuessNumberEnv
 from autotelic.rollout.filter import score_groups
 from autotelic.rollout.generate import EpisodeSampler
 from autotelic.tasks import get_family
-from autotelic.trainer import Trainer, TrainingError, build_reward_worker, build_rollout_worker, build_scorer, new_run_dir
+from autotelic.build import build_reward_worker, build_rollout_worker, build_scorer
+from autotelic.checks import TrainingError
+from autotelic.run_state import new_run_dir
+from autotelic.trainer import Trainer
 from autotelic.types import Group, Sample, Task
 
 # Ray instances and several processes at once: one xdist worker runs them in turn, on every core.
@@ -154,10 +157,10 @@ def test_async_rollouts_stay_within_the_staleness_bound_and_resume_with_their_qu
     assert len(queued) >= 1 and all(s.policy_version <= 2 for g in queued[0].groups for s in g.samples)
     trainer = Trainer(load_config(run_dir / "config.yaml"), run_dir, resume=True)
     trainer._load(middle)  # back to step 2, as after a kill there
-    assert trainer.state.step == 2 and len(trainer._queued) == len(queued)
+    assert trainer.state.step == 2 and len(trainer.rollouts.queued) == len(queued)
     first = trainer.step()
     assert first["async/staleness_max"] == 2 - min(s.policy_version for g in queued[0].batch for s in g.samples)
-    trainer._stop_ahead()
+    trainer.rollouts.stop()
     trainer.pipeline.generator.shutdown()
 
 

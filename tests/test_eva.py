@@ -16,7 +16,7 @@ from autotelic.curricula.evolve import (
     split_instruction,
 )
 from autotelic.heldout import HeldOut
-from autotelic.trainer import TrainingError, check_combination
+from autotelic.checks import TrainingError, check_combination
 from autotelic.types import Group, Sample, Task
 
 NO_HELDOUT = HeldOut(())
@@ -139,7 +139,7 @@ def test_evolution_needs_the_regret_curriculum_and_a_label_free_reward():
 
 def test_test_time_training_draws_the_heldout_prompts_and_refuses_labelled_rewards():
     from autotelic.heldout import build_heldout
-    from autotelic.trainer import build_curriculum
+    from autotelic.build import build_curriculum
 
     config = load_config(None, ["curriculum.name=test_time", "filter.rewards=[{name: majority_vote}]",
                                 "eval.per_level=2"])

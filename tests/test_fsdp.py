@@ -215,7 +215,8 @@ def test_the_trainer_updates_through_the_ranks_and_resumes_from_their_checkpoint
     """dist.train_workers=2 in a whole run: every update goes through the ranks, the driver's policy follows their
     weights and version, and a resumed run's ranks start from the checkpointed weights and optimizer."""
     from autotelic.checkpoint import latest_checkpoint, load_checkpoint
-    from autotelic.trainer import Trainer, new_run_dir
+    from autotelic.run_state import new_run_dir
+    from autotelic.trainer import Trainer
 
     config = load_config(None, CONFIG + [
         "train.steps=1", "control.tasks_per_step=2", "generate.group_size=4",

@@ -25,7 +25,7 @@ from autotelic.rewards import build_reward
 from autotelic.rollout.propose import EXECUTOR, INSTRUCTION, ProposerReward, ProposeSampler
 from autotelic.tasks import get_family, task_uid
 from autotelic.tasks.numbers import FORMAT
-from autotelic.trainer import build_curriculum
+from autotelic.build import build_curriculum
 from autotelic.types import Group, Sample, Task
 from autotelic.vm_mcts import value_tasks
 

@@ -13,7 +13,9 @@ import torch
 
 from autotelic.config import ConfigError, load_config
 from autotelic.tasks import get_family
-from autotelic.trainer import Trainer, TrainingError, new_run_dir
+from autotelic.checks import TrainingError
+from autotelic.run_state import new_run_dir
+from autotelic.trainer import Trainer
 from autotelic.types import Task
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,8 @@ import pytest
 
 from autotelic.config import load_config
 from autotelic.sandbox import check
-from autotelic.trainer import runs_model_code, train
+from autotelic.checks import runs_model_code
+from autotelic.trainer import train
 
 # pyfunc tasks scored by the unit_tests reward: every completion runs in the sandbox
 TINY = ["model.path=random:qwen2-tiny", "model.lora=false", "model.threads=1", "train.steps=2",

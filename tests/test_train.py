@@ -16,7 +16,9 @@ import autotelic
 from autotelic.config import load_config, to_dict
 from autotelic.tasks import get_family
 from autotelic.text import first_integer_matches
-from autotelic.trainer import Trainer, TrainingError, new_run_dir
+from autotelic.checks import TrainingError
+from autotelic.run_state import new_run_dir
+from autotelic.trainer import Trainer
 
 pytestmark = pytest.mark.slow
 

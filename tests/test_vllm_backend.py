@@ -28,7 +28,8 @@ from autotelic.backends.vllm import (
     vllm_problems,
 )
 from autotelic.config import ConfigError, VLLMConfig, load_config
-from autotelic.trainer import Trainer, new_run_dir
+from autotelic.run_state import new_run_dir
+from autotelic.trainer import Trainer
 
 EOS = 2
 

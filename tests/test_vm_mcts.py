@@ -16,7 +16,8 @@ from autotelic.rewards import build_reward
 from autotelic.rollout.filter import verifier_reward
 from autotelic.search import RolloutEvaluator, search, value_examples
 from autotelic.tasks import get_family
-from autotelic.trainer import Trainer, new_run_dir
+from autotelic.run_state import new_run_dir
+from autotelic.trainer import Trainer
 from autotelic.value_model import ValueExample, ValueModel
 
 pytestmark = pytest.mark.slow

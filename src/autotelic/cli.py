@@ -18,7 +18,8 @@ from autotelic.config import ConfigError, load_config
 from autotelic.curricula import EmptyFamilyError, EmptyPoolError
 from autotelic.envs import UnknownEnvironmentError
 from autotelic.tasks import UnknownFamilyError
-from autotelic.trainer import TrainingError, run_config_path
+from autotelic.checks import TrainingError
+from autotelic.run_state import run_config_path
 from autotelic.update import PairsFileError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -105,7 +106,8 @@ def value(
     from autotelic.heldout import build_heldout
     from autotelic.rollout.filter import response_scorer
     from autotelic.targets import target_config, target_policy
-    from autotelic.trainer import build_scorer, sandbox_isolation
+    from autotelic.build import build_scorer
+    from autotelic.checks import sandbox_isolation
     from autotelic.vm_mcts import train_value_model
 
     try:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def target_config(target: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> tuple[RunConfig, Path]:
     """(config, model directory) of a run directory (its config and exported model) or a plain model directory."""
     from autotelic.backends.hf import model_dir_problem
-    from autotelic.trainer import TrainingError
+    from autotelic.checks import TrainingError
 
     path = Path(target)
     run_config = path / "config.yaml"
@@ -45,7 +45,8 @@ def evaluate_target(target: str | Path, overrides: list[str] | tuple[str, ...] =
     decoding, tokens per task and which held-out set); ``eval.decoding`` picks greedy, best_of_n or vm_mcts
     (the last two with eval.token_budget and eval.value_model, by default the run's own value model)."""
     from autotelic.heldout import build_heldout
-    from autotelic.trainer import evaluate_heldout, sandbox_isolation
+    from autotelic.checks import sandbox_isolation
+    from autotelic.run_evaluation import evaluate_heldout
     from autotelic.value_model import ValueModel
     from autotelic.vm_mcts import decoding_for
 

@@ -10,6 +10,7 @@ averages (``algorithm.name=spiral``) from step to step; the trainer checkpoints 
 from __future__ import annotations
 
 import json
+import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,6 +304,21 @@ def load_pairs(path: str | Path) -> list[dict[str, str]]:
     if not rows:
         raise PairsFileError(f"preference dataset {path} holds no pairs")
     return rows
+
+
+def dataset_pairs(rows: list[dict[str, str]], start: int, count: int, seed: int, policy: PolicyBackend,
+                  ) -> list[PreferencePair]:
+    """Offline DPO's next ``count`` pairs from position ``start`` of the dataset cycled epoch after epoch, each
+    epoch in its own order (by ``seed``), so a resumed run continues where the checkpoint left off."""
+    batch = []
+    for position in range(start, start + count):
+        epoch, index = divmod(position, len(rows))
+        order = list(range(len(rows)))
+        random.Random(f"{seed}/{epoch}").shuffle(order)
+        row = rows[order[index]]
+        batch.append(PreferencePair(policy.encode_prompt(row["prompt"]), policy.encode_completion(row["chosen"]),
+                                    policy.encode_completion(row["rejected"])))
+    return batch
 
 
 def load_rollouts(path: Path) -> list[dict[str, Any]]:

@@ -43,7 +43,7 @@ class RunConfig:
 
     def problems(self) -> list[str]:
         """Every setting outside its valid range, one line each; settings that are each valid but do not work
-        together are ``train.check_combination``'s."""
+        together are ``checks.check_combination``'s."""
         return [problem for section in dataclasses.fields(self)
                 for problem in getattr(self, section.name).problems(section.name)]
 

@@ -17,7 +17,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from autotelic.rollout.pipeline import StepRollouts
+from typing import Any
+
+from autotelic.abilities import Publishes
+from autotelic.backends import PolicyBackend
+from autotelic.rollout.pipeline import RolloutPipeline, StepRollouts
 from autotelic.types import Group
 
 
@@ -100,6 +104,57 @@ class AsyncRollouts:
             self._changed.notify_all()
         self._thread.join()
         return list(self._ready)
+
+
+class RolloutSchedule:
+    """Where each training step's rollouts come from: collected by the pipeline when the step asks, or, with
+    ``async_steps`` > 0, by an ``AsyncRollouts`` thread ahead of the trainer. Rollout workers that hold their
+    own weights (``Publishes``) take the policy's before each collection."""
+
+    def __init__(self, pipeline: RolloutPipeline, policy: PolicyBackend, generation: Any, async_steps: int,
+                 last_step: int) -> None:
+        self.pipeline, self.policy, self.generation = pipeline, policy, generation
+        self.async_steps, self.last_step = async_steps, last_step
+        self.ahead: AsyncRollouts | None = None
+        self.queued: list[StepRollouts] = []  # collected ahead but not trained on (from a checkpoint, or stopped)
+
+    def publish(self) -> None:
+        if isinstance(self.pipeline.generator, Publishes):
+            self.pipeline.generator.publish(self.policy)
+
+    def next(self, done_steps: int) -> tuple[StepRollouts, dict[str, float]]:
+        """The next step's rollouts and their metrics (how stale they are, when collected ahead)."""
+        if not self.async_steps:
+            self.publish()
+            rollouts = self.pipeline.collect(self.policy.version)
+            if self.generation is not self.policy:  # vllm.sleep: the engine frees the GPU for the update
+                self.generation.sleep()
+            return rollouts, dict(rollouts.metrics)
+        if self.ahead is None:
+            self.publish()
+            self.ahead = AsyncRollouts(lambda: self.pipeline.collect(self.policy.version), self.async_steps,
+                                       done_steps, self.last_step, self.queued)
+        rollouts = self.ahead.next()
+        return rollouts, {**rollouts.metrics, **staleness_metrics(rollouts.batch, self.policy.version)}
+
+    def step_done(self, trained: bool) -> None:
+        if self.ahead is not None:  # the next rollouts may start, from the new weights
+            self.publish()
+            self.ahead.step_done(trained)
+
+    @contextmanager
+    def paused(self) -> Iterator[list[StepRollouts]]:
+        """The rollouts collected but not trained on, with no collection running (what a checkpoint saves)."""
+        if self.ahead is None:
+            yield self.queued
+            return
+        with self.ahead.paused() as queued:
+            yield queued
+
+    def stop(self) -> None:
+        """Stops collecting ahead; what was collected but not trained on stays in ``queued``."""
+        if self.ahead is not None:
+            self.queued, self.ahead = self.ahead.stop(), None
 
 
 def staleness_metrics(batch: list[Group], policy_version: int) -> dict[str, float]:

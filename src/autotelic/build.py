@@ -1,0 +1,289 @@
+"""Building a run's parts from its config: the curriculum, the Generate/Filter/Control/Replay stages of the
+rollout pipeline, the rewards, the mode's generator (in this process or on Ray actors) and the FSDP train group.
+Only this module and the trainer know every part; each builder takes the config and what it is built around.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable
+
+from autotelic.algorithms import AlgorithmSpec
+from autotelic.backends import PolicyBackend
+from autotelic.backends.hf import HFPolicy
+from autotelic.backends.vllm import build_vllm_generation_policy
+from autotelic.checks import TrainingError
+from autotelic.config import ModelConfig, RunConfig
+from autotelic.curricula import BanditCurriculum, Curriculum, PrefixCurriculum, PromptPoolCurriculum
+from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver
+from autotelic.curricula.failures import FailureCurriculum
+from autotelic.envs import Environment, make_env_factory, make_game_factory
+from autotelic.heldout import DRAWS_PER_SLOT, HeldOut, build_heldout
+from autotelic.rewards import build_reward
+from autotelic.rollout.control import Budget
+from autotelic.rollout.discussion import DiscussionSampler
+from autotelic.rollout.filter import (
+    GroupFilter,
+    MinStdFilter,
+    PassRateBand,
+    Scorer,
+    ZeroVarianceFilter,
+    completion_scorer,
+    env_return,
+    weighted_scorer,
+)
+from autotelic.rollout.generate import EpisodeSampler, PartialRolloutSampler, PolicySampler, RolloutWorker, TreeSampler
+from autotelic.rollout.operator import ROLES, OperatorAgent
+from autotelic.rollout.pipeline import RolloutPipeline
+from autotelic.rollout.propose import ProposerReward, ProposeSampler, learnability, uncertainty
+from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
+from autotelic.rollout.selfplay import SelfPlaySampler
+from autotelic.sandbox import configure as configure_sandbox
+from autotelic.types import Task
+
+if TYPE_CHECKING:  # the FSDP group (and torch.distributed) load only when dist.train_workers asks
+    from autotelic.dist.fsdp import FSDPTrainGroup
+
+
+def distinct_tasks(source: BanditCurriculum, count: int) -> list[Task]:
+    """Up to ``count`` different tasks: a pool drawn with repeats would hold fewer prompts than it was given room
+    for, and a small data set repeats rows often."""
+    found: dict[str, Task] = {}
+    for _ in range(DRAWS_PER_SLOT):
+        for task in source.next_tasks(count - len(found)):
+            found.setdefault(task.uid, task)
+        if len(found) >= count:
+            break
+    return list(found.values())
+
+
+def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
+    cur, seed = config.curriculum, config.train.seed
+    if cur.name == "test_time":  # TTRL: adapt on the evaluation prompts (heldout.kind says so), without their labels
+        return PromptPoolCurriculum(list(heldout.tasks), heldout, seed=seed, metric=cur.metric)
+    bandit = BanditCurriculum(cur.families, cur.levels, seed=seed, heldout=heldout,
+                              value="learnability" if cur.name == "regret" else cur.name,
+                              temperature=cur.temperature, ema=cur.ema, alpha=cur.ema,
+                              prior_pass_rate=cur.prior_pass_rate, decay=cur.decay)
+    curriculum: Curriculum = bandit
+    if cur.name == "regret":  # eva: a pool of concrete prompts drawn from the families once, then by informativeness
+        gate = tuple(cur.gate) if cur.gate is not None else None
+        curriculum = PromptPoolCurriculum(distinct_tasks(bandit, cur.pool_size), heldout, seed=seed,
+                                          metric=cur.metric, gate=gate)
+        if cur.evolve.every:
+            evolve = cur.evolve
+            curriculum = EvolvingPromptPool(curriculum, evolve.every, evolve.fraction, evolve.old_fraction, seed)
+    if cur.prefix_fraction > 0:
+        curriculum = PrefixCurriculum(curriculum, cur.prefix_fraction, cur.prefix_per_solution, cur.prefix_decay,
+                                      cur.prefix_min_reward, seed=seed)
+    if cur.failure_fraction > 0:
+        curriculum = FailureCurriculum(curriculum, heldout, cur.failure_fraction)
+    return curriculum
+
+
+def build_agents(config: RunConfig) -> list[HFPolicy]:
+    """The models that train: the policy, and in CoMAS's discussions one more per agent (seeded apart)."""
+    algo = config.algorithm
+    count = config.discussion.agents if config.generate.mode == "discussion" else 1
+    return [HFPolicy(config.model, lr=algo.lr, weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm,
+                     seed=config.train.seed + index) for index in range(count)]
+
+
+def build_generation(config: RunConfig, policy: HFPolicy) -> PolicyBackend:
+    """What samples the driver's rollouts: the policy itself, or a vLLM engine on its weights."""
+    in_process_vllm = config.vllm.enabled and not config.dist.rollout_workers
+    return build_vllm_generation_policy(config, policy) if in_process_vllm else policy
+
+
+def build_evolver(config: RunConfig, policy: PolicyBackend) -> PromptEvolver:
+    evolve = config.curriculum.evolve
+    backend = policy if evolve.model == "policy" else HFPolicy(ModelConfig(path=evolve.model,
+                                                                           threads=config.model.threads))
+    return PromptEvolver(backend, list(evolve.operations), evolve.variants, evolve.temperature, evolve.max_new_tokens)
+
+
+def build_scorer(config: RunConfig, policy: PolicyBackend | None) -> Scorer:
+    """``policy``: the trained model, for rewards that run it (None in reward workers, which never get those)."""
+    if config.dist.reward_workers:
+        from autotelic.dist.actors import connect
+        from autotelic.dist.rewards import RayRewardPool
+
+        connect(config.dist)
+        return RayRewardPool(partial(build_reward_worker, config), config.dist.reward_workers,
+                             config.dist.cpus_per_worker, config.dist.gpus_per_worker)
+    parts: list[tuple[Scorer, float]] = []
+    judges: dict[str, PolicyBackend] = {}
+    for spec in config.filter.rewards:
+        if spec.name == "env":
+            parts.append((env_return, spec.weight))
+            continue
+        options = dict(spec.options)
+        backend = policy if spec.name == "self_certainty" else None  # confidence of the policy being trained
+        if spec.name in ("judge", "web_judge"):  # the policy itself, or another local model as a frozen judge
+            model = options.pop("model", "policy")
+            if model == "policy":
+                backend = policy
+            else:
+                backend = judges.setdefault(model, HFPolicy(ModelConfig(path=model, threads=config.model.threads)))
+        try:
+            reward = build_reward(spec.name, options, backend=backend)
+        except ValueError as error:
+            raise TrainingError(f"filter.rewards: {error}") from None
+        parts.append((reward if getattr(reward, "reads_trajectories", False) else completion_scorer(reward),
+                      spec.weight))
+    return weighted_scorer(parts)
+
+
+def build_filters(config: RunConfig) -> list[GroupFilter]:
+    cfg = config.filter
+    filters: list[GroupFilter] = [ZeroVarianceFilter()] if cfg.drop_zero_variance else []
+    if cfg.min_reward_std > 0:
+        filters.append(MinStdFilter(cfg.min_reward_std))
+    if cfg.pass_rate_band is not None:
+        filters.append(PassRateBand(*cfg.pass_rate_band))
+    return filters
+
+
+def build_discussion(config: RunConfig, agents: list[PolicyBackend], greedy: bool = False) -> DiscussionSampler:
+    cfg, gen = config.discussion, config.generate
+    return DiscussionSampler(agents, cfg.rounds, cfg.grade_low, cfg.grade_high, cfg.unparsed_penalty,
+                             cfg.grade_tokens, gen.temperature, gen.top_p, greedy)
+
+
+def _worker_config(config: RunConfig) -> RunConfig:
+    """The config a Ray actor builds its part from: no actors of its own, and (unless model.threads says
+    otherwise) torch on the CPUs Ray reserved for the actor, not on every core."""
+    from autotelic.dist.actors import actor_threads
+
+    threads = actor_threads(config.model.threads, config.dist.cpus_per_worker)
+    if config.generate.env is not None:  # its task family joins get_family's names in this process too
+        make_env_factory(config.generate.env, config.generate.env_args)
+    return replace(config, model=replace(config.model, threads=threads),
+                   dist=replace(config.dist, rollout_workers=0, reward_workers=0))
+
+
+def build_reward_worker(config: RunConfig, index: int) -> Scorer:
+    """What a Ray reward actor holds: the run's scorer (with its own judge models and sandboxes)."""
+    configure_sandbox(config.sandbox.isolation)
+    return build_scorer(_worker_config(config), policy=None)
+
+
+def build_rollout_worker(config: RunConfig, index: int) -> tuple[PolicyBackend, RolloutWorker]:
+    """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator."""
+    config = _worker_config(config)
+    configure_sandbox(config.sandbox.isolation)  # its generator may run code (a python tool, code proposals)
+    policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1))
+    generation = build_vllm_generation_policy(config, policy) if config.vllm.enabled else policy
+    return generation, build_generator(config, generation, build_heldout(config))  # the driver's, from the config
+
+
+def build_env_factory(config: RunConfig, name: str, args: dict[str, Any] | None = None,
+                      ) -> Callable[[], Environment]:
+    """Fresh environments of ``name`` (built with ``args``) for training episodes: built in this process, or in
+    ``dist.env_workers`` Ray actors (a rollout worker's own, when called in one)."""
+    make_env = make_env_factory(name, args)
+    if not config.dist.env_workers:
+        return make_env
+    from autotelic.dist.actors import connect
+    from autotelic.dist.envs import RayEnvPool
+
+    connect(config.dist)
+    return RayEnvPool(partial(_sandboxed_env, config.sandbox.isolation, make_env), config.dist.env_workers,
+                      config.dist.cpus_per_worker)
+
+
+def _sandboxed_env(isolation: str, make_env: Callable[[], Environment]) -> Environment:
+    """An environment built in a Ray actor, whose sandboxes (the python tool's) take the run's isolation."""
+    configure_sandbox(isolation)
+    return make_env()
+
+
+def build_generator(config: RunConfig, policy: PolicyBackend, heldout: HeldOut,
+                    agents: list[PolicyBackend] | None = None,
+                    ) -> RolloutWorker:
+    """``heldout``: what generators that write their own tasks (propose) must not train on."""
+    gen = config.generate
+    if config.dist.rollout_workers:
+        from autotelic.dist.actors import connect
+        from autotelic.dist.rollout import RayRolloutPool
+
+        connect(config.dist)
+        return RayRolloutPool(partial(build_rollout_worker, config), config.dist.rollout_workers,
+                              config.dist.cpus_per_worker, config.dist.gpus_per_worker)
+    if gen.mode == "discussion":
+        return build_discussion(config, agents or [policy])
+    if gen.mode == "tree":
+        return TreeSampler(policy, gen.temperature, gen.top_p, gen.tree_branches, gen.tree_branch_samples)
+    if gen.mode == "partial":
+        return PartialRolloutSampler(policy, gen.temperature, gen.top_p, gen.partial_segment_tokens)
+    if gen.mode == "episode":
+        return EpisodeSampler(policy, build_env_factory(config, gen.env, gen.env_args), gen.temperature, gen.top_p,
+                              config.control.max_turns, turn_tokens=config.control.turn_tokens,
+                              max_invalid=config.control.max_invalid)
+    if gen.mode == "selfplay":
+        opponent = HFPolicy(config.model, seed=config.train.seed) if gen.opponent == "frozen" else None  # never updated
+        return SelfPlaySampler(policy, make_game_factory(gen.env), gen.temperature, gen.top_p,
+                               config.control.max_turns, opponent)
+    if gen.mode == "propose":
+        cfg = config.propose
+        reward = ProposerReward(cfg.repetition_penalty, cfg.duplicate_threshold, cfg.tool_bonus, cfg.invalid_reward,
+                                learnability if cfg.kind == "code" else uncertainty)
+        tools = build_env_factory(config, cfg.executor_tools) if cfg.executor_tools else None
+        return ProposeSampler(policy, heldout, cfg.answers_per_task, tuple(cfg.band), reward, cfg.phase_steps,
+                              cfg.show_example, gen.temperature, gen.top_p, tools, config.control.max_turns, cfg.kind)
+    return PolicySampler(policy, gen.temperature, gen.top_p)
+
+
+def build_operator(config: RunConfig, policy: PolicyBackend) -> OperatorAgent:
+    cfg, models = config.operator, {"policy": policy}
+    roles = {}
+    for role in ROLES:
+        name = getattr(cfg, role)
+        if name not in models:  # base: a fresh, never trained copy of the initial model; else a model directory
+            path = config.model.path if name == "base" else name
+            models[name] = HFPolicy(replace(config.model, path=path, lora=False), seed=config.train.seed)
+        roles[role] = models[name]
+    make_env = make_env_factory(config.generate.env, config.generate.env_args)
+    return OperatorAgent(roles, make_env, config.control.max_turns, cfg.plan_tokens, cfg.action_tokens,
+                         cfg.note_tokens, cfg.keep_recent)
+
+
+def build_episode_agent(config: RunConfig, policy: PolicyBackend) -> RolloutWorker:
+    """Held-out episodes: the policy alone, greedy, or the operator agent (``eval.agent``)."""
+    if config.eval.agent == "operator":
+        return build_operator(config, policy)
+    make_env = make_env_factory(config.generate.env, config.generate.env_args)
+    return EpisodeSampler(policy, make_env, max_turns=config.control.max_turns, greedy=True,
+                          turn_tokens=config.control.turn_tokens, max_invalid=config.control.max_invalid)
+
+
+
+
+def build_train_group(config: RunConfig, spec: AlgorithmSpec) -> FSDPTrainGroup:
+    from autotelic.dist.fsdp import FSDPTrainGroup
+
+    try:
+        return FSDPTrainGroup(config.model, config.algorithm, spec, config.dist, seed=config.train.seed)
+    except ValueError as error:
+        raise TrainingError(str(error)) from None
+
+
+def build_pipeline(config: RunConfig, policy: PolicyBackend, curriculum: Curriculum, heldout: HeldOut,
+                   agents: list[PolicyBackend] | None = None, generation: PolicyBackend | None = None,
+                   ) -> RolloutPipeline:
+    """``generation``: what samples rollouts when it is not ``policy`` itself (a vLLM engine on its weights)."""
+    control, cfg = config.control, config.filter
+    replay = (ReplayBuffer(config.replay.capacity, config.replay.max_staleness, config.replay.replay_groups,
+                           config.replay.max_reuse) if config.replay.name == "buffer" else OnPolicyBuffer())
+    return RolloutPipeline(
+        curriculum=curriculum, generator=build_generator(config, generation or policy, heldout, agents),
+        scorer=build_scorer(config, policy),
+        filters=build_filters(config),
+        budget=Budget(control.tasks_per_step, config.generate.group_size, control.max_new_tokens,
+                      control.max_tokens_per_step),
+        replay=replay, dynamic_sampling=cfg.dynamic_sampling, max_rounds=cfg.max_rounds,
+        keep_top_fraction=cfg.keep_top_fraction,
+        adaptive_sizes=(control.min_group_size, control.max_group_size) if control.adaptive_group_size else None,
+        early_exit_probe=control.early_exit_probe, overlong=control.overlong, overlong_buffer=control.overlong_buffer,
+    )

@@ -1,0 +1,253 @@
+"""What can be known wrong about a run before its directory is made or a model loads: each section's ranges
+(``RunConfig.check``), optional packages, model and data files, user reward functions, and the rules across
+sections (settings that are each valid but do not work together), each named in one line. Also which isolation
+model-written code runs under, or that the run runs none.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from autotelic.algorithms import ADVANTAGE_ESTIMATORS, AlgorithmSpec, get_algorithm
+from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError
+from autotelic.backends.hf import model_dir_problem, read_chat_template, resolve_device
+from autotelic.backends.vllm import require_vllm, vllm_problems
+from autotelic.config import ConfigError, ProposeKind, RunConfig, missing_package
+from autotelic.curricula.evolve import OPERATIONS, unknown_operation
+from autotelic.envs import make_env_factory, make_game_factory
+from autotelic.evaluation import DECODINGS
+from autotelic.rewards import is_custom, reward_names
+from autotelic.rewards.custom import reward_problems
+from autotelic.sandbox import check as check_sandbox
+from autotelic.sandbox import configure as configure_sandbox
+from autotelic.tasks.code import CODE_FAMILIES
+from autotelic.tasks.files import data_family, data_problems, is_data_family
+
+# Rewards that compare against Task.answer (or hidden tests): meaningless on prompts an LLM wrote.
+LABELLED_REWARDS = {"verifier", "math_verify", "unit_tests"}
+# Environments that need an optional package: (package, pip extra).
+ENV_PACKAGES = {"textarena": ("textarena", "games"), "web_browser": ("playwright", "web")}
+
+
+class TrainingError(RuntimeError):
+    pass
+
+
+# ---- building the stages from the config -------------------------------------------------------
+def check_run(config: RunConfig) -> AlgorithmSpec:
+    """Everything that can be known wrong before a run directory is made or a model loads, each named in one line:
+    settings out of range (ConfigError), missing optional packages and model files (ConfigError), settings that
+    do not work together (TrainingError)."""
+    config.check()
+    problems = package_problems(config) + model_problems(config) + own_problems(config)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    try:
+        resolve_device(config.model.device)
+    except ModelFileError as error:  # a GPU asked for where none is visible: a setting, not a model file
+        raise ConfigError(str(error)) from None
+    try:
+        spec = get_algorithm(config.algorithm.name)
+    except ValueError as error:
+        raise TrainingError(str(error)) from None
+    check_combination(config, spec)
+    return spec
+
+
+def package_problems(config: RunConfig) -> list[str]:
+    """Optional packages the settings need and this machine lacks (vLLM's are ``require_vllm``'s)."""
+    needs = []
+    ray_setting = config.dist.ray_setting()
+    if ray_setting is not None:
+        needs.append((ray_setting, "ray", "dist"))
+    if config.generate.env in ENV_PACKAGES:
+        needs.append((f"generate.env={config.generate.env}", *ENV_PACKAGES[config.generate.env]))
+    games = [family for family in config.curriculum.families if family.startswith("ta_")]
+    if games:
+        needs.append((f"curriculum.families entry {games[0]}", "textarena", "games"))
+    logging_ = config.logging
+    for flag, wanted in (("tensorboard", logging_.tensorboard), ("wandb", logging_.wandb), ("mlflow", logging_.mlflow)):
+        if wanted:
+            needs.append((f"logging.{flag}=true", flag, flag))
+    return [problem for need in needs if (problem := missing_package(*need)) is not None]
+
+
+def own_problems(config: RunConfig) -> list[str]:
+    """The user's data files (read with ``curriculum.columns``) and reward functions (imported), checked here."""
+    families = [*config.curriculum.families, *(config.eval.families or [])]
+    return [*data_problems(families, config.curriculum.columns),
+            *reward_problems([reward.name for reward in config.filter.rewards])]
+
+
+def model_problems(config: RunConfig) -> list[str]:
+    """Local model directories the run will load (and a chat template file), checked before any of them loads."""
+    paths = {"model.path": config.model.path}
+    evolve = config.curriculum.evolve
+    if evolve.every and evolve.model != "policy":
+        paths["curriculum.evolve.model"] = evolve.model
+    if config.value.enabled:
+        paths["value.base_model"] = config.value.base_model
+    for index, reward in enumerate(config.filter.rewards):
+        if reward.name in ("judge", "web_judge") and reward.options.get("model", "policy") != "policy":
+            paths[f"filter.rewards[{index}].options.model"] = str(reward.options["model"])
+    problems = [problem for key, path in paths.items() if path is not None and not path.startswith(RANDOM_PREFIX)
+                if (problem := model_dir_problem(key, path)) is not None]
+    if config.model.chat_template is not None:
+        try:
+            read_chat_template(config.model.chat_template)
+        except ModelFileError as error:
+            problems.append(str(error))
+    return problems
+
+
+def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
+    """Settings that are each valid but do not work together, named before the model loads."""
+    mode, control = config.generate.mode, config.control
+    problems = []
+    if spec.advantage in ADVANTAGE_ESTIMATORS or spec.name == "online_dpo":  # baselines or pairs within a group
+        key = "control.min_group_size" if control.adaptive_group_size else "generate.group_size"
+        smallest = control.min_group_size if control.adaptive_group_size else config.generate.group_size
+        if smallest < 2 and mode != "tree":  # tree groups grow by their branches
+            problems.append(f"{key}={smallest} makes groups of one sample, and {spec.name} learns from the "
+                            f"differences within a task's group (every advantage would be 0): set {key}=2 or more")
+    if mode == "tree" and spec.advantage not in ("grpo", "dr_grpo"):
+        problems.append(f"generate.mode=tree credits tree segments with group baselines: use a GRPO-family "
+                        f"algorithm (grpo, dr_grpo, dapo, gspo), not {spec.name}")
+    worst_group = config.generate.group_size * control.max_new_tokens  # what Budget plans a task at
+    if control.max_tokens_per_step is not None and control.max_tokens_per_step < worst_group:
+        problems.append(f"control.max_tokens_per_step={control.max_tokens_per_step} fits no task (generate.group_size "
+                        f"x control.max_new_tokens = {worst_group} tokens at most): set it to {worst_group} or more")
+    if control.early_exit_probe is not None and mode in ("tree", "partial", "selfplay"):
+        problems.append(f"control.early_exit_probe works with generate.mode sample or episode, not {mode}")
+    problems += async_problems(config)
+    if config.dist.train_workers and mode == "discussion":
+        problems.append("dist.train_workers trains one policy; generate.mode=discussion trains one per agent: "
+                        "set dist.train_workers=0")
+    if config.dist.env_workers and mode != "episode" and not (mode == "propose" and config.propose.executor_tools):
+        problems.append(f"dist.env_workers holds the environments of generate.mode=episode (or "
+                        f"propose.executor_tools); generate.mode={mode} has none")
+    if config.dist.reward_workers and rewards_on_the_policy(config):
+        problems.append(f"reward '{rewards_on_the_policy(config)[0]}' runs the policy being trained, which reward "
+                        "workers do not hold: give the judge its own model (options.model) or set "
+                        "dist.reward_workers=0")
+    problems += vllm_problems(config)
+    if config.vllm.enabled:  # before the model loads: name a missing package or GPU first
+        require_vllm(config.vllm)
+    if config.dist.rollout_workers and mode in ("partial", "propose", "discussion"):
+        problems.append(f"dist.rollout_workers works with generate.mode sample, tree, episode or selfplay, not {mode} "
+                        "(its generator keeps state or several models on the driver)")
+    if mode in ("episode", "selfplay") and config.generate.env is None:
+        example = "textarena" if mode == "selfplay" else "guess_number"
+        problems.append(f"generate.mode={mode} needs generate.env (e.g. {example})")
+    if config.generate.env is not None:  # an unknown name stops here, with the known ones listed
+        (make_game_factory(config.generate.env) if mode == "selfplay"
+         else make_env_factory(config.generate.env, config.generate.env_args))
+    if config.generate.opponent != "self" and mode != "selfplay":
+        problems.append(f"generate.opponent={config.generate.opponent} needs generate.mode=selfplay, not {mode}")
+    labelled = [r.name for r in config.filter.rewards if r.name in LABELLED_REWARDS]
+    if config.curriculum.name == "test_time" and labelled:
+        problems.append(f"curriculum.name=test_time trains on the held-out prompts, so reward '{labelled[0]}' would "
+                        "read their answers: use a label-free reward (majority_vote, self_certainty, judge)")
+    evolve = config.curriculum.evolve
+    if evolve.every:
+        if config.curriculum.name != "regret":
+            problems.append("curriculum.evolve.every > 0 evolves the prompt pool of curriculum.name=regret, "
+                            f"not {config.curriculum.name}")
+        if labelled:
+            problems.append(f"evolved prompts have no reference answer, so reward '{labelled[0]}' cannot score "
+                            "them: use a label-free reward (majority_vote, self_certainty, judge)")
+        unknown = unknown_operation(evolve.operations)
+        if unknown is not None:
+            problems.append(f"unknown curriculum.evolve.operations entry '{unknown}'; valid: {', '.join(OPERATIONS)}")
+    if spec.name == "offline_dpo" and config.algorithm.dataset is None:
+        problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
+    known_rewards = [*reward_names(), "env"]
+    problems += [f"unknown reward '{r.name}' in filter.rewards; valid: {', '.join(known_rewards)}"
+                 for r in config.filter.rewards if r.name not in known_rewards and not is_custom(r.name)]
+    problems += [f"unknown decoding '{d}' in value.decodings; valid: {', '.join(DECODINGS)}"
+                 for d in config.value.decodings if d not in DECODINGS]
+    if mode == "propose":
+        problems += propose_problems(config)
+    if mode == "discussion":
+        problems += discussion_problems(config, spec)
+    if problems:
+        raise TrainingError("; ".join(problems))
+
+
+def runs_model_code(config: RunConfig) -> bool:
+    """Whether the run executes model-written code: code task families (scored by their tests), the unit_tests
+    reward, the python tool, code proposals, or data rows with tests."""
+    gen, propose = config.generate, config.propose
+    columns = config.curriculum.columns
+    return (any(name in CODE_FAMILIES or is_data_family(name) and data_family(name, columns).runs_code
+                for name in config.curriculum.families)
+            or any(r.name == "unit_tests" for r in config.filter.rewards) or gen.env == "python"
+            or gen.mode == "propose" and (propose.kind == "code" or propose.executor_tools == "python"))
+
+
+def sandbox_isolation(config: RunConfig) -> str | None:
+    """Sets ``sandbox.isolation`` for every sandbox of this process and returns the isolation model-written code
+    runs under (None: the run runs none). Called before any model loads: without isolation a run stops here."""
+    configure_sandbox(config.sandbox.isolation)
+    return check_sandbox() if runs_model_code(config) else None
+
+
+def rewards_on_the_policy(config: RunConfig) -> list[str]:
+    """Rewards computed by the model being trained (its confidence, or the policy as its own judge)."""
+    return [r.name for r in config.filter.rewards if r.name == "self_certainty"
+            or r.name in ("judge", "web_judge") and r.options.get("model", "policy") == "policy"]
+
+
+def async_problems(config: RunConfig) -> list[str]:
+    """Asynchronous rollouts run beside the update, so nothing they do may use the model being trained."""
+    if not config.dist.async_steps:
+        return []
+    problems = []
+    if not config.dist.rollout_workers:
+        problems.append("dist.async_steps needs dist.rollout_workers >= 1: rollouts collected during an update "
+                        "must come from workers holding their own copy of the weights")
+    on_policy = rewards_on_the_policy(config)
+    if on_policy:
+        problems.append(f"reward '{on_policy[0]}' runs the policy being trained, which changes under asynchronous "
+                        "rollouts: give the judge its own model (options.model) or set dist.async_steps=0")
+    if config.curriculum.evolve.every and config.curriculum.evolve.model == "policy":
+        problems.append("curriculum.evolve.model=policy rewrites prompts with the model being trained: give the "
+                        "evolver its own model or set dist.async_steps=0")
+    return problems
+
+
+def propose_problems(config: RunConfig) -> list[str]:
+    """generate.mode=propose: settings its one proposer-executor round per step cannot honour."""
+    cfg, problems = config.propose, []
+    if [r.name for r in config.filter.rewards] != ["env"]:
+        problems.append("generate.mode=propose pays both roles itself (in the env return): use "
+                        "filter.rewards=[{name: env}]")
+    if config.filter.dynamic_sampling or config.control.early_exit_probe or config.control.max_tokens_per_step:
+        problems.append("generate.mode=propose runs one proposer-executor round per step: turn off "
+                        "filter.dynamic_sampling, control.early_exit_probe and control.max_tokens_per_step")
+    if config.generate.env is not None:
+        problems.append("generate.mode=propose gives the executor a tool by propose.executor_tools, not generate.env")
+    if cfg.kind not in get_args(ProposeKind):
+        problems.append(f"propose.kind must be one of {', '.join(get_args(ProposeKind))}, got {cfg.kind!r}")
+    if cfg.kind == "code" and cfg.executor_tools:
+        problems.append("propose.kind=code asks the executor to predict what the code returns: running it with "
+                        "propose.executor_tools would answer by execution; leave executor_tools unset")
+    return problems
+
+
+def discussion_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
+    """generate.mode=discussion (CoMAS): settings its grade-paid, per-agent training cannot honour."""
+    problems = []
+    if [r.name for r in config.filter.rewards] != ["env"]:
+        problems.append("generate.mode=discussion pays every turn from the agents' grades (in the env return), "
+                        "never from the answer key: use filter.rewards=[{name: env}]")
+    if spec.advantage == "rae" or spec.name == "offline_dpo":
+        problems.append(f"generate.mode=discussion trains each agent on its turns of this step's discussions, "
+                        f"baselined within (task, round, role) groups: use another algorithm than {spec.name}")
+    if config.replay.name != "on_policy" or config.control.early_exit_probe or config.curriculum.prefix_fraction:
+        problems.append("generate.mode=discussion trains on whole fresh discussions: use replay.name=on_policy, "
+                        "no control.early_exit_probe and no curriculum.prefix_fraction")
+    if config.curriculum.name in ("learnability", "regret"):
+        problems.append(f"curriculum.name={config.curriculum.name} reads rewards as pass rates, which grades are "
+                        "not: use uniform or sec with generate.mode=discussion")
+    return problems

@@ -1,0 +1,114 @@
+"""The evaluations a run makes on its held-out set, each writing its per-task records into the run directory:
+held-out accuracy (greedy answers, or whole greedy episodes), CoMAS's agents alone and in discussion, and
+VM-MCTS's value stage after training."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from autotelic.backends import PolicyBackend
+from autotelic.build import build_discussion, build_episode_agent
+from autotelic.config import RunConfig
+from autotelic.evaluation import Decoding, EvalResult, evaluate, evaluate_episodes
+from autotelic.heldout import HeldOut
+from autotelic.rollout.discussion import evaluate_discussion
+from autotelic.rollout.filter import Scorer, response_scorer
+from autotelic.run_log import write_jsonl
+from autotelic.run_state import TrainState
+from autotelic.types import Task
+from autotelic.vm_mcts import evaluate_decodings, train_value_model
+
+
+def evaluate_heldout(config: RunConfig, policy: PolicyBackend, tasks: Sequence[Task],
+                     decoding: Decoding | None = None) -> EvalResult:
+    """Held-out accuracy: whole greedy episodes in episode mode (scored by the environment's success check
+    where it has one), else one greedy answer per task (or ``decoding``) scored by the verifier."""
+    if config.generate.mode == "episode":
+        return evaluate_episodes(build_episode_agent(config, policy), tasks, config.control.max_new_tokens,
+                                 config.eval.batch_size)
+    return evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size, decoding)
+
+
+@dataclass
+class RunEvaluation:
+    config: RunConfig
+    heldout: HeldOut
+    run_dir: Path
+
+    @property
+    def discussing(self) -> bool:  # CoMAS: the agents' discussion is evaluated too
+        return self.config.generate.mode == "discussion"
+
+    def before(self, state: TrainState, agents: list[PolicyBackend]) -> list[str]:
+        """Evaluates the untrained agents into ``state`` (unless a resumed run did) and says what it found."""
+        if state.eval_before is None:
+            before = self.accuracy("before", agents[0])
+            state.eval_before = before.summary()
+            state.evals.append({"step": 0, "accuracy": before.accuracy})
+            if self.discussing:
+                state.discussion_before = self.discussion("before", agents, before)
+        comas = [f"CoMAS before training: {show_discussion(state.discussion_before)}"] if self.discussing else []
+        return [*comas, f"{self.heldout.label} accuracy before training: {state.eval_before['accuracy']:.1%} "
+                        f"({len(self.heldout)} tasks, greedy)"]
+
+    def after(self, state: TrainState, agents: list[PolicyBackend]) -> tuple[EvalResult, dict[str, Any]]:
+        """The trained agents' held-out accuracy, and what the summary adds for the mode (CoMAS's discussion)."""
+        after = self.accuracy("after", agents[0])
+        if not self.discussing:
+            return after, {}
+        return after, {"comas": {"before": state.discussion_before, "after": self.discussion("after", agents, after)}}
+
+    def accuracy(self, tag: str, policy: PolicyBackend) -> EvalResult:
+        """Held-out accuracy, its records in eval_<tag>.jsonl."""
+        result = evaluate_heldout(self.config, policy, self.heldout)
+        write_jsonl(self.run_dir / f"eval_{tag}.jsonl", result.records)
+        return result
+
+    def summary(self, state: TrainState, after: EvalResult, extra: dict[str, Any]) -> dict[str, Any]:
+        """summary.json: what the run measured before and after, at what cost, and what ``extra`` adds (the
+        sandbox, the value stage, the mode's own evaluations)."""
+        summary = {
+            "eval_before": state.eval_before, "eval_after": after.summary(), "steps": state.step,
+            "wall_seconds": round(state.wall_seconds, 1), "train_seconds": round(state.train_seconds, 1),
+            "completion_tokens": state.completion_tokens, **self.heldout.summary(),
+            "model_dir": str(self.run_dir / "model"),
+            "evals": [*state.evals, {"step": state.step, "accuracy": after.accuracy}], **extra,
+        }
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+
+    def closing(self, state: TrainState, summary: dict[str, Any]) -> list[str]:
+        comas = [f"CoMAS after training: {show_discussion(summary['comas']['after'])}"] if self.discussing else []
+        return [*comas, f"{self.heldout.label} accuracy: before {state.eval_before['accuracy']:.1%} -> after "
+                        f"{summary['eval_after']['accuracy']:.1%} after {state.step} steps in "
+                        f"{state.wall_seconds / 60:.1f} min; run directory {self.run_dir}"]
+
+    def discussion(self, tag: str, agents: list[PolicyBackend], first: EvalResult) -> dict[str, Any]:
+        """CoMAS: each agent's held-out accuracy alone (greedy; agent 0's is ``first``), then the agents'
+        greedy discussion of every held-out task (records in eval_<tag>_discussion.jsonl)."""
+        alone = [first.accuracy] + [self.accuracy(f"{tag}_agent{i}", agent).accuracy
+                                    for i, agent in enumerate(agents[1:], 1)]
+        summary, records = evaluate_discussion(build_discussion(self.config, agents, greedy=True), self.heldout,
+                                               self.config.eval.max_new_tokens, self.config.eval.batch_size)
+        write_jsonl(self.run_dir / f"eval_{tag}_discussion.jsonl", records)
+        return {"agents": alone, "discussion": summary}
+
+    def value_stage(self, policy: PolicyBackend, scorer: Scorer, say: Callable[[str], Any]) -> dict[str, Any]:
+        """VM-MCTS after training: value targets by search, the value model, held-out decodings."""
+        say(f"VM-MCTS: searching {self.config.value.tasks} training tasks for value targets")
+        model, metrics = train_value_model(policy, self.config, response_scorer(scorer), self.heldout,
+                                           self.run_dir / "model", self.run_dir / "value_model")
+        decodings = evaluate_decodings(policy, self.heldout, self.config, model, self.run_dir)
+        for strategy, result in decodings.items():
+            say(f"held-out accuracy with {strategy}: {result['accuracy']:.1%} "
+                f"({result['tokens_per_task']:.0f} tokens per task)")
+        return {"metrics": metrics, "decodings": decodings}
+
+
+def show_discussion(result: dict[str, Any]) -> str:
+    alone = ", ".join(f"{accuracy:.1%}" for accuracy in result["agents"])
+    return f"agents alone {alone}; discussion {result['discussion']['accuracy']:.1%} (last round's answer)"
