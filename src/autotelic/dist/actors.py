@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from autotelic.config import ConfigError, DistConfig
@@ -106,6 +107,14 @@ def split(count: int, parts: int) -> list[range]:
     return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
+def completed(ray: Any, pending: dict[Any, int]) -> Iterator[tuple[int, Any]]:
+    """(index, ref) of each of ``pending``'s refs, removed from it as it finishes, the first finished first;
+    refs added to ``pending`` meanwhile are waited for too."""
+    while pending:
+        (ref,), _ = ray.wait(list(pending), num_returns=1)
+        yield pending.pop(ref), ref
+
+
 class ActorPool:
     def __init__(self, actor_class: type, build: Callable[[int], Any], workers: int, cpus_per_worker: float = 1.0,
                  gpus_per_worker: float = 0.0, on_replace: Callable[[Any], None] | None = None) -> None:
@@ -152,9 +161,7 @@ class ActorPool:
             raise ValueError(f"{len(shares)} shares for {len(self.actors)} actors")
         pending = {getattr(self.actors[i], method).remote(*args): i for i, args in enumerate(shares)}
         results: list[Any] = [None] * len(shares)
-        while pending:
-            (ref,), _ = self._ray.wait(list(pending), num_returns=1)
-            i = pending.pop(ref)
+        for i, ref in completed(self._ray, pending):
             try:
                 results[i] = self._ray.get(ref)
             except RayActorError:

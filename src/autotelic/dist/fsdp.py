@@ -45,7 +45,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import AlgorithmConfig, DistConfig, ModelConfig
-from autotelic.dist.actors import actor_threads, check_room, connect
+from autotelic.dist.actors import actor_threads, check_room, completed, connect
 from autotelic.types import Group
 from autotelic.update import PreferencePair, batch_normalizer, dpo_update, policy_gradient_update, rollout_pairs
 
@@ -341,9 +341,7 @@ class FSDPTrainGroup:
             raise TrainWorkerError(self._stopped)
         pending = {ref: rank for rank, ref in enumerate(refs)}
         results: list[Any] = [None] * len(refs)
-        while pending:
-            (ref,), _ = self._ray.wait(list(pending), num_returns=1)
-            rank = pending.pop(ref)
+        for rank, ref in completed(self._ray, pending):
             try:
                 results[rank] = self._ray.get(ref)
             except RayError as error:  # RayActorError: the rank died; RayTaskError: it raised
