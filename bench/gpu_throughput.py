@@ -55,7 +55,8 @@ from autotelic.backends.vllm import (
     require_vllm,
     sampling_kwargs,
 )
-from autotelic.config import VLLMConfig, load_config
+from autotelic.config import VLLMConfig
+from autotelic.loading import load_config
 from autotelic.types import Group, Sample, Task
 from autotelic.update import policy_gradient_update
 

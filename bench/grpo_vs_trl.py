@@ -45,7 +45,7 @@ import artifacts  # bench/artifacts.py, stats.py and trl_peer.py: this script's 
 import stats
 from trl_peer import PeerSettings, apply_process_settings, grpo_trainer
 from autotelic.backends.embedded import embedded_model_dir
-from autotelic.config import load_config
+from autotelic.loading import load_config
 from autotelic.tasks import task_uid
 from autotelic.trainer import Trainer
 from autotelic.types import Task

@@ -29,8 +29,9 @@ import artifacts  # bench/artifacts.py: the importing script's directory is on s
 import stats
 
 from autotelic.backends.hf import HFPolicy
-from autotelic.config import RunConfig, load_config
+from autotelic.config import RunConfig
 from autotelic.heldout import LABELS, build_heldout
+from autotelic.loading import load_config
 from autotelic.types import Task
 
 TEST_TIME = LABELS["test_time"]

@@ -61,7 +61,8 @@ from transformers import TrainerCallback
 import artifacts  # bench/artifacts.py, stats.py and trl_peer.py: this script's directory is on sys.path
 import stats
 from trl_peer import PeerSettings, apply_process_settings, grpo_trainer
-from autotelic.config import RunConfig, load_config
+from autotelic.config import RunConfig
+from autotelic.loading import load_config
 from autotelic.run_evaluation import evaluate_heldout
 from autotelic.trainer import Trainer
 from autotelic.types import Task

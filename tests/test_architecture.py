@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("tasks",),
     ("rewards",),
     ("envs",),
-    ("heldout",),
+    ("heldout", "loading"),  # loading: a recipe with its environment's defaults
     ("curricula", "value_model"),
     ("rollout", "update", "search", "evaluation", "dist", "vm_mcts"),
     ("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"),  # training: knows every part
@@ -34,7 +34,6 @@ TRAINING = LAYERS.index(("checks", "build", "run_state", "run_log", "run_evaluat
 # Imports that still run up the layers, each to be removed (with its entry) by the owner of the importing file:
 # (the importing file under src/autotelic, the imported module or package).
 KNOWN_UPWARD = {
-    ("config/loading.py", "autotelic.envs"),  # environment defaults: belongs above envs (build), not in config
     ("tasks/web.py", "autotelic.envs.web"),  # the sites' content, actions and checks belong below tasks
 }
 THIRD_PARTY_HOMES = {"vllm": "backends", "ray": "dist"}  # imported only there

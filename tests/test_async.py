@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from autotelic.config import ConfigError, load_config
+from autotelic.config import ConfigError
+from autotelic.loading import load_config
 from autotelic.rollout.asynchronous import AsyncRollouts, RolloutThreadError, staleness_metrics
 from autotelic.rollout.pipeline import StepRollouts
 from autotelic.checks import TrainingError

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 import autotelic
-from autotelic.config import ConfigError, load_config
+from autotelic.config import ConfigError
 from autotelic.heldout import build_heldout, heldout_tasks
+from autotelic.loading import load_config
 from autotelic.rewards import build_reward
 from autotelic.rollout.filter import score_groups
 from autotelic.tasks import get_family
@@ -119,7 +120,7 @@ def test_columns_are_mapped_and_carried_to_rewards(tmp_path):
 def test_a_fresh_process_reads_mapped_data_through_the_config(tmp_path):
     """As ``autotelic eval`` or a Ray worker does: the held-out set is built from the config alone."""
     name = _write(tmp_path / "qa.jsonl", [{"question": f"q{i}", "solution": str(i)} for i in range(4)])
-    code = ("from autotelic.config import load_config; from autotelic.heldout import build_heldout; "
+    code = ("from autotelic.loading import load_config; from autotelic.heldout import build_heldout; "
             f"config = load_config(None, ['curriculum.families=[{name}]', 'curriculum.columns={{prompt: question, "
             "answer: solution}', 'eval.per_level=2']); print(sorted(t.answer for t in build_heldout(config).tasks))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -344,7 +345,7 @@ OWN_ENV = EXAMPLES / "own_env"
 
 
 def test_an_environment_module_is_found_by_path_and_gives_its_defaults(monkeypatch):
-    from autotelic.config import load_config
+    from autotelic.loading import load_config
     from autotelic.envs.registry import BUILT_IN, EnvironmentSpec, load_environment
 
     monkeypatch.syspath_prepend(str(OWN_ENV))
@@ -384,7 +385,7 @@ def _install_counting_game(site: Path, monkeypatch) -> None:
 
 def test_an_installed_package_announces_its_environment_by_entry_point(tmp_path, monkeypatch):
     """A real distribution's metadata (what pip writes) on sys.path: importlib.metadata reads its entry points."""
-    from autotelic.config import load_config
+    from autotelic.loading import load_config
     from autotelic.envs.registry import load_environment
 
     _install_counting_game(tmp_path, monkeypatch)

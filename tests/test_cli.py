@@ -104,7 +104,8 @@ def test_pairs_from_a_runs_rollouts(tmp_path):
 def test_config_prints_the_resolved_config_with_each_keys_documentation(tmp_path):
     import yaml
 
-    from autotelic.config import GenerateConfig, load_config, to_dict
+    from autotelic.config import GenerateConfig, to_dict
+    from autotelic.loading import load_config
     from autotelic.config.docs import field_docs
 
     recipe, overrides = RECIPES / "guess-number.yaml", ["train.steps=3", "generate.temperature=0.5"]

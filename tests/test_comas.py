@@ -11,7 +11,8 @@ import torch
 
 from autotelic.algorithms import get_algorithm
 from autotelic.backends import Completion
-from autotelic.config import ConfigError, load_config
+from autotelic.config import ConfigError
+from autotelic.loading import load_config
 from autotelic.rewards.judge import parse_score
 from autotelic.rollout.discussion import (
     EVALUATOR,

@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from autotelic.config import ConfigError, RunConfig, load_config, save_config, to_dict
+from autotelic.config import ConfigError, RunConfig, save_config, to_dict
+from autotelic.loading import load_config
 
 RECIPES = sorted((Path(__file__).parent.parent / "recipes").glob("*.yaml"))
 

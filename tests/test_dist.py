@@ -16,13 +16,14 @@ import torch
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.checkpoint import load_checkpoint
-from autotelic.config import ConfigError, load_config
+from autotelic.config import ConfigError
 from autotelic.dist.actors import ClusterTooSmallError
 from autotelic.dist.envs import RayEnvPool
 from autotelic.dist.rewards import RayRewardPool
 from autotelic.dist.rollout import RayRolloutPool
 from autotelic.envs import call_all, make_env_factory
 from autotelic.envs.guess_number import GuessNumberEnv
+from autotelic.loading import load_config
 from autotelic.rollout.filter import score_groups
 from autotelic.rollout.generate import EpisodeSampler
 from autotelic.tasks import get_family

@@ -5,7 +5,6 @@ import pytest
 from scripted import ScriptedBackend
 
 from autotelic.algorithms import get_algorithm
-from autotelic.config import load_config
 from autotelic.curricula import PromptPoolCurriculum
 from autotelic.curricula.evolve import (
     EvolvingPromptPool,
@@ -17,6 +16,7 @@ from autotelic.curricula.evolve import (
 )
 from autotelic.heldout import HeldOut
 from autotelic.checks import TrainingError, check_combination
+from autotelic.loading import load_config
 from autotelic.types import Group, Sample, Task
 
 NO_HELDOUT = HeldOut(())

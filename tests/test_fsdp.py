@@ -11,9 +11,10 @@ import torch
 
 from autotelic.algorithms import get_algorithm
 from autotelic.backends.hf import HFPolicy
-from autotelic.config import RunConfig, load_config
+from autotelic.config import RunConfig
 from autotelic.dist.actors import ClusterTooSmallError
 from autotelic.dist.fsdp import FSDPTrainGroup, TrainWorkerError, _shares
+from autotelic.loading import load_config
 from autotelic.types import Group, Sample, Task
 from autotelic.update import dpo_update, policy_gradient_update, rollout_pairs
 

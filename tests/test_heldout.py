@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 from scripted import ScriptedBackend, ScriptedPolicy
 
-from autotelic.config import ConfigError, load_config
+from autotelic.config import ConfigError
 from autotelic.curricula import BanditCurriculum
 from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver, split_instruction
 from autotelic.curricula.failures import FailureCurriculum
 from autotelic.curricula.prefixes import PrefixCurriculum
 from autotelic.evaluation import evaluate
 from autotelic.heldout import HeldOut, build_heldout, heldout_tasks, normalise
+from autotelic.loading import load_config
 from autotelic.rewards import build_reward
 from autotelic.rollout.propose import EXECUTOR, INSTRUCTION, ProposerReward, ProposeSampler
 from autotelic.tasks import get_family, task_uid

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from autotelic.config import ConfigError, load_config
+from autotelic.config import ConfigError
+from autotelic.loading import load_config
 from autotelic.tasks import get_family
 from autotelic.checks import TrainingError
 from autotelic.run_state import new_run_dir

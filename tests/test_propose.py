@@ -11,9 +11,10 @@ import pytest
 from scripted import ScriptedPolicy
 
 from autotelic.algorithms import get_algorithm
-from autotelic.config import ConfigError, load_config
+from autotelic.config import ConfigError
 from autotelic.envs import make_env_factory
 from autotelic.heldout import HeldOut
+from autotelic.loading import load_config
 from autotelic.rollout.propose import (
     EXECUTOR,
     INSTRUCTION,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from autotelic.config import load_config
+from autotelic.loading import load_config
 from autotelic.sandbox import check
 from autotelic.checks import runs_model_code
 from autotelic.trainer import train

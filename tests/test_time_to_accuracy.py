@@ -20,7 +20,7 @@ from trl_peer import chat_rows  # noqa: E402
 
 from autotelic.backends.embedded import embedded_model_dir  # noqa: E402
 from autotelic.backends.hf import encode_chat  # noqa: E402
-from autotelic.config import load_config  # noqa: E402
+from autotelic.loading import load_config  # noqa: E402
 from autotelic.tasks import get_family  # noqa: E402
 
 TINY = ["curriculum.families=[add]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=4",

@@ -13,7 +13,8 @@ import torch
 
 import autotelic
 
-from autotelic.config import load_config, to_dict
+from autotelic.config import to_dict
+from autotelic.loading import load_config
 from autotelic.tasks import get_family
 from autotelic.text import first_integer_matches
 from autotelic.checks import TrainingError

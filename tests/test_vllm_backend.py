@@ -27,7 +27,8 @@ from autotelic.backends.vllm import (
     sampling_kwargs,
     vllm_problems,
 )
-from autotelic.config import ConfigError, VLLMConfig, load_config
+from autotelic.config import ConfigError, VLLMConfig
+from autotelic.loading import load_config
 from autotelic.run_state import new_run_dir
 from autotelic.trainer import Trainer
 

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from autotelic.backends.hf import HFPolicy
-from autotelic.config import ModelConfig, SearchConfig, load_config
+from autotelic.config import ModelConfig, SearchConfig
 from autotelic.evaluation import Decoding, evaluate
+from autotelic.loading import load_config
 from autotelic.rewards import build_reward
 from autotelic.rollout.filter import verifier_reward
 from autotelic.search import RolloutEvaluator, search, value_examples

@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 # name -> (module, attribute), imported on first use
 _LAZY: dict[str, tuple[str, str]] = {
     "evaluate": ("autotelic.evaluation", None),  # a callable module: autotelic.evaluate(target, ...)
-    "load_config": ("autotelic.config", "load_config"),
+    "load_config": ("autotelic.loading", "load_config"),
     "RunConfig": ("autotelic.config", "RunConfig"),
     "ConfigError": ("autotelic.config", "ConfigError"),
     "get_family": ("autotelic.tasks", "get_family"),
@@ -46,7 +46,8 @@ def train(config: str | Path | RunConfig | None = None, overrides: list[str] | t
     ``train={"steps": 2}, filter={"rewards": [{"name": "my_rewards:fn"}]}``. A bad setting raises ConfigError
     (or TrainingError) before any model loads.
     """
-    from autotelic.config import RunConfig, apply_overrides, load_config, section_overrides
+    from autotelic.config import RunConfig, section_overrides
+    from autotelic.loading import apply_overrides, load_config
     from autotelic.trainer import train as run
 
     texts = [*overrides, *section_overrides(sections)]

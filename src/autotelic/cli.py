@@ -14,9 +14,10 @@ import typer
 
 from autotelic.backends.embedded import ModelFileError
 from autotelic.checkpoint import CheckpointError
-from autotelic.config import ConfigError, load_config
+from autotelic.config import ConfigError
 from autotelic.curricula import EmptyFamilyError, EmptyPoolError
 from autotelic.envs import UnknownEnvironmentError
+from autotelic.loading import load_config
 from autotelic.tasks import UnknownFamilyError
 from autotelic.checks import TrainingError
 from autotelic.run_state import run_config_path

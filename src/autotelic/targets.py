@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotelic.config import ConfigError, ModelConfig, RunConfig, load_config
+from autotelic.config import ConfigError, ModelConfig, RunConfig
+from autotelic.loading import load_config
 
 if TYPE_CHECKING:
     from autotelic.backends.hf import HFPolicy

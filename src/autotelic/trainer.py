@@ -21,9 +21,10 @@ from autotelic.backends.hf import HFPolicy
 from autotelic.build import (build_agents, build_curriculum, build_evolver, build_generation, build_pipeline,
                              build_train_group)
 from autotelic.checks import TrainingError, check_run, sandbox_isolation
-from autotelic.config import RunConfig, load_config, save_config, to_dict
+from autotelic.config import RunConfig, save_config, to_dict
 from autotelic.curricula.evolve import EvolvingPromptPool
 from autotelic.heldout import build_heldout
+from autotelic.loading import load_config
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rollout.asynchronous import RolloutSchedule

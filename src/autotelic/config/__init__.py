@@ -5,18 +5,12 @@ the wrong type stop with a one-line message that names the key and the valid cho
 
 ``rules`` holds the range checks, ``sections``, ``evaluation``, ``modes`` and ``runtime`` the sections (each
 checks itself in ``problems``), ``run`` the whole ``RunConfig``, ``loading`` YAML and overrides, ``docs`` each
-key's one-line documentation (``autotelic config``).
+key's one-line documentation (``autotelic config``). ``autotelic.loading.load_config`` adds the defaults of the
+environment a recipe names, above envs.
 """
 
 from autotelic.config.evaluation import EvalConfig, SearchConfig, ValueConfig
-from autotelic.config.loading import (
-    apply_overrides,
-    load_config,
-    missing_package,
-    save_config,
-    section_overrides,
-    to_dict,
-)
+from autotelic.config.loading import missing_package, save_config, section_overrides, to_dict
 from autotelic.config.modes import DiscussionConfig, OperatorConfig, ProposeConfig, ProposeKind
 from autotelic.config.rules import ConfigError
 from autotelic.config.run import RunConfig
@@ -39,6 +33,6 @@ __all__ = [
     "DATA_COLUMNS", "AlgorithmConfig", "ConfigError", "ControlConfig", "CurriculumConfig", "DiscussionConfig",
     "DistConfig", "EvalConfig", "EvolveConfig", "FilterConfig", "GenerateConfig", "LoggingConfig", "ModelConfig",
     "OperatorConfig", "ProposeConfig", "ProposeKind", "ReplayConfig", "RewardSpec", "RunConfig", "SandboxConfig",
-    "SearchConfig", "TrainConfig", "VLLMConfig", "ValueConfig", "apply_overrides", "load_config", "missing_package",
-    "save_config", "section_overrides", "to_dict",
+    "SearchConfig", "TrainConfig", "VLLMConfig", "ValueConfig", "missing_package", "save_config", "section_overrides",
+    "to_dict",
 ]

@@ -1,6 +1,7 @@
 """Loading a run's configuration: defaults, then a YAML recipe, then dotted ``key=value`` overrides, each value
 checked against its field's type (unknown keys and wrong types stop with one line naming the key and the valid
-choices), then every section's range checks; saving it back as YAML."""
+choices), then every section's range checks; saving it back as YAML. The environment a recipe names fills in its
+defaults above envs, in ``autotelic.loading``."""
 
 from __future__ import annotations
 
@@ -115,36 +116,22 @@ def parse_overrides(texts: list[str] | tuple[str, ...]) -> list[tuple[str, Any]]
     return [parse_override(text) for text in texts]
 
 
-def _overridden(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> RunConfig:
+def set_overrides(settings: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> None:
+    """Dotted ``key=value`` overrides set into ``settings`` (sections of keys, as a recipe holds them)."""
     for key, value in parse_overrides(overrides):
-        _set_dotted(data, key, value)
-    config = _build(RunConfig, data)
+        _set_dotted(settings, key, value)
+
+
+def build_config(settings: dict[str, Any]) -> RunConfig:
+    """The defaults with ``settings`` on top, each value checked against its field's type, then the range checks."""
+    config = _build(RunConfig, settings)
     config.check()
-    return _with_environment_defaults(config, data)
-
-
-def _with_environment_defaults(config: RunConfig, data: dict[str, Any]) -> RunConfig:
-    """The environment's own tasks and rewards where neither the recipe nor an override names any (``data``:
-    what they set). Loading it here names a bad ``generate.env`` before anything else runs."""
-    if config.generate.env is None:
-        return config
-    from autotelic.envs import UnknownEnvironmentError
-    from autotelic.envs.registry import load_environment
-
-    try:
-        spec = load_environment(config.generate.env, config.generate.env_args)
-    except UnknownEnvironmentError as error:
-        raise ConfigError(str(error)) from None
-    family, curriculum, evaluation = spec.family, data.get("curriculum", {}), data.get("eval", {})
-    if family is not None and "families" not in curriculum:
-        config.curriculum.families = [family.name]
-        for section, given in ((config.curriculum, curriculum), (config.eval, evaluation)):
-            if "levels" not in given:
-                section.levels = list(family.levels)
-    if spec.rewards and "rewards" not in data.get("filter", {}):
-        config.filter.rewards = _coerce([dict(reward) for reward in spec.rewards], list[RewardSpec],
-                                        f"rewards of environment {config.generate.env}")
     return config
+
+
+def reward_specs(entries: list[dict[str, Any]], key: str) -> list[RewardSpec]:
+    """Reward entries checked as ``filter.rewards`` are; ``key`` names them in an error."""
+    return _coerce(entries, list[RewardSpec], key)
 
 
 def section_overrides(sections: dict[str, dict[str, Any]]) -> list[str]:
@@ -154,34 +141,19 @@ def section_overrides(sections: dict[str, dict[str, Any]]) -> list[str]:
             for key, value in values.items()]
 
 
-def apply_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -> RunConfig:
-    """A copy of ``config`` with dotted ``key=value`` overrides, validated like a loaded config."""
-    return _overridden(to_dict(config), overrides)
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Defaults, then the YAML file, then dotted overrides; validated against the dataclasses."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as error:
-            raise ConfigError(f"config file {path} is not valid YAML: {error}".splitlines()[0]) from error
-        except UnicodeDecodeError:
-            raise ConfigError(f"config file {path} is not text: a recipe is a UTF-8 YAML file") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path} must hold a mapping at the top level")
-        data = loaded or {}
-    config = _overridden(data, overrides)
-    dataset = config.algorithm.dataset
-    if path is not None and dataset is not None and not Path(dataset).is_absolute():
-        beside_recipe = path.parent / dataset  # recipes name their data files relative to themselves
-        if beside_recipe.is_file():
-            config.algorithm.dataset = str(beside_recipe.resolve())
-    return config
+def read_recipe(path: Path) -> dict[str, Any]:
+    """The settings a YAML recipe holds."""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path} is not valid YAML: {error}".splitlines()[0]) from error
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not text: a recipe is a UTF-8 YAML file") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return loaded or {}
 
 
 def missing_package(setting: str, package: str, extra: str) -> str | None:
