@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("heldout", "loading"),  # loading: a recipe with its environment's defaults
     ("curricula", "value_model"),
     ("rollout", "update", "search", "evaluation", "dist", "vm_mcts"),
+    ("modes",),  # generation modes as plug-ins: each builds its generator from the layers below
     ("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"),  # training: knows every part
     ("targets", "recipes", "cli", "__init__"),  # entry points
 )
@@ -197,3 +198,10 @@ def test_a_distributed_library_is_imported_only_in_its_home(package):
     home = THIRD_PARTY_HOMES[package]
     strays = [str(found) for found in ALL if found.module.split(".")[0] == package and found.unit != home]
     assert not strays, f"{package} is imported only in {home}/:\n" + "\n".join(strays)
+
+
+def test_every_source_file_holds_one_concept_and_the_loop_reads_in_one_sitting():
+    """Issue 21's sizes: a module over 400 lines is doing more than one thing; the loop fits under 250."""
+    lines = {path.relative_to(SRC).as_posix(): len(path.read_text().splitlines()) for path in source_files()}
+    assert {path: count for path, count in lines.items() if count > 400} == {}
+    assert lines["trainer.py"] < 250

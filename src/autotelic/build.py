@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends import PolicyBackend
@@ -18,11 +18,11 @@ from autotelic.config import ModelConfig, RunConfig
 from autotelic.curricula import BanditCurriculum, Curriculum, PrefixCurriculum, PromptPoolCurriculum
 from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver
 from autotelic.curricula.failures import FailureCurriculum
-from autotelic.envs import Environment, make_env_factory, make_game_factory
 from autotelic.heldout import DRAWS_PER_SLOT, HeldOut, build_heldout
+from autotelic.modes import Built, get_mode
+from autotelic.modes.environments import run_env_factory
 from autotelic.rewards import build_reward
 from autotelic.rollout.control import Budget
-from autotelic.rollout.discussion import DiscussionSampler
 from autotelic.rollout.filter import (
     GroupFilter,
     MinStdFilter,
@@ -33,12 +33,9 @@ from autotelic.rollout.filter import (
     env_return,
     weighted_scorer,
 )
-from autotelic.rollout.generate import EpisodeSampler, PartialRolloutSampler, PolicySampler, RolloutWorker, TreeSampler
-from autotelic.rollout.operator import ROLES, OperatorAgent
+from autotelic.rollout.generate import RolloutWorker
 from autotelic.rollout.pipeline import RolloutPipeline
-from autotelic.rollout.propose import ProposerReward, ProposeSampler, learnability, uncertainty
 from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
-from autotelic.rollout.selfplay import SelfPlaySampler
 from autotelic.sandbox import configure as configure_sandbox
 from autotelic.types import Task
 
@@ -85,7 +82,7 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
 def build_agents(config: RunConfig) -> list[HFPolicy]:
     """The models that train: the policy, and in CoMAS's discussions one more per agent (seeded apart)."""
     algo = config.algorithm
-    count = config.discussion.agents if config.generate.mode == "discussion" else 1
+    count = get_mode(config.generate.mode).agents(config)
     return [HFPolicy(config.model, lr=algo.lr, weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm,
                      seed=config.train.seed + index) for index in range(count)]
 
@@ -145,12 +142,6 @@ def build_filters(config: RunConfig) -> list[GroupFilter]:
     return filters
 
 
-def build_discussion(config: RunConfig, agents: list[PolicyBackend], greedy: bool = False) -> DiscussionSampler:
-    cfg, gen = config.discussion, config.generate
-    return DiscussionSampler(agents, cfg.rounds, cfg.grade_low, cfg.grade_high, cfg.unparsed_penalty,
-                             cfg.grade_tokens, gen.temperature, gen.top_p, greedy)
-
-
 def _worker_config(config: RunConfig) -> RunConfig:
     """The config a Ray actor builds its part from: no actors of its own, and (unless model.threads says
     otherwise) torch on the CPUs Ray reserved for the actor, not on every core."""
@@ -158,7 +149,7 @@ def _worker_config(config: RunConfig) -> RunConfig:
 
     threads = actor_threads(config.model.threads, config.dist.cpus_per_worker)
     if config.generate.env is not None:  # its task family joins get_family's names in this process too
-        make_env_factory(config.generate.env, config.generate.env_args)
+        run_env_factory(config)
     return replace(config, model=replace(config.model, threads=threads),
                    dist=replace(config.dist, rollout_workers=0, reward_workers=0))
 
@@ -178,32 +169,11 @@ def build_rollout_worker(config: RunConfig, index: int) -> tuple[PolicyBackend, 
     return generation, build_generator(config, generation, build_heldout(config))  # the driver's, from the config
 
 
-def build_env_factory(config: RunConfig, name: str, args: dict[str, Any] | None = None,
-                      ) -> Callable[[], Environment]:
-    """Fresh environments of ``name`` (built with ``args``) for training episodes: built in this process, or in
-    ``dist.env_workers`` Ray actors (a rollout worker's own, when called in one)."""
-    make_env = make_env_factory(name, args)
-    if not config.dist.env_workers:
-        return make_env
-    from autotelic.dist.actors import connect
-    from autotelic.dist.envs import RayEnvPool
-
-    connect(config.dist)
-    return RayEnvPool(partial(_sandboxed_env, config.sandbox.isolation, make_env), config.dist.env_workers,
-                      config.dist.cpus_per_worker)
-
-
-def _sandboxed_env(isolation: str, make_env: Callable[[], Environment]) -> Environment:
-    """An environment built in a Ray actor, whose sandboxes (the python tool's) take the run's isolation."""
-    configure_sandbox(isolation)
-    return make_env()
-
-
 def build_generator(config: RunConfig, policy: PolicyBackend, heldout: HeldOut,
                     agents: list[PolicyBackend] | None = None,
                     ) -> RolloutWorker:
-    """``heldout``: what generators that write their own tasks (propose) must not train on."""
-    gen = config.generate
+    """The mode's generator (in this process, or on ``dist.rollout_workers`` Ray actors that each build it);
+    ``heldout``: what generators that write their own tasks (propose) must not train on."""
     if config.dist.rollout_workers:
         from autotelic.dist.actors import connect
         from autotelic.dist.rollout import RayRolloutPool
@@ -211,53 +181,7 @@ def build_generator(config: RunConfig, policy: PolicyBackend, heldout: HeldOut,
         connect(config.dist)
         return RayRolloutPool(partial(build_rollout_worker, config), config.dist.rollout_workers,
                               config.dist.cpus_per_worker, config.dist.gpus_per_worker)
-    if gen.mode == "discussion":
-        return build_discussion(config, agents or [policy])
-    if gen.mode == "tree":
-        return TreeSampler(policy, gen.temperature, gen.top_p, gen.tree_branches, gen.tree_branch_samples)
-    if gen.mode == "partial":
-        return PartialRolloutSampler(policy, gen.temperature, gen.top_p, gen.partial_segment_tokens)
-    if gen.mode == "episode":
-        return EpisodeSampler(policy, build_env_factory(config, gen.env, gen.env_args), gen.temperature, gen.top_p,
-                              config.control.max_turns, turn_tokens=config.control.turn_tokens,
-                              max_invalid=config.control.max_invalid)
-    if gen.mode == "selfplay":
-        opponent = HFPolicy(config.model, seed=config.train.seed) if gen.opponent == "frozen" else None  # never updated
-        return SelfPlaySampler(policy, make_game_factory(gen.env), gen.temperature, gen.top_p,
-                               config.control.max_turns, opponent)
-    if gen.mode == "propose":
-        cfg = config.propose
-        reward = ProposerReward(cfg.repetition_penalty, cfg.duplicate_threshold, cfg.tool_bonus, cfg.invalid_reward,
-                                learnability if cfg.kind == "code" else uncertainty)
-        tools = build_env_factory(config, cfg.executor_tools) if cfg.executor_tools else None
-        return ProposeSampler(policy, heldout, cfg.answers_per_task, tuple(cfg.band), reward, cfg.phase_steps,
-                              cfg.show_example, gen.temperature, gen.top_p, tools, config.control.max_turns, cfg.kind)
-    return PolicySampler(policy, gen.temperature, gen.top_p)
-
-
-def build_operator(config: RunConfig, policy: PolicyBackend) -> OperatorAgent:
-    cfg, models = config.operator, {"policy": policy}
-    roles = {}
-    for role in ROLES:
-        name = getattr(cfg, role)
-        if name not in models:  # base: a fresh, never trained copy of the initial model; else a model directory
-            path = config.model.path if name == "base" else name
-            models[name] = HFPolicy(replace(config.model, path=path, lora=False), seed=config.train.seed)
-        roles[role] = models[name]
-    make_env = make_env_factory(config.generate.env, config.generate.env_args)
-    return OperatorAgent(roles, make_env, config.control.max_turns, cfg.plan_tokens, cfg.action_tokens,
-                         cfg.note_tokens, cfg.keep_recent)
-
-
-def build_episode_agent(config: RunConfig, policy: PolicyBackend) -> RolloutWorker:
-    """Held-out episodes: the policy alone, greedy, or the operator agent (``eval.agent``)."""
-    if config.eval.agent == "operator":
-        return build_operator(config, policy)
-    make_env = make_env_factory(config.generate.env, config.generate.env_args)
-    return EpisodeSampler(policy, make_env, max_turns=config.control.max_turns, greedy=True,
-                          turn_tokens=config.control.turn_tokens, max_invalid=config.control.max_invalid)
-
-
+    return get_mode(config.generate.mode).generator(Built(config, policy, heldout, agents or [policy]))
 
 
 def build_train_group(config: RunConfig, spec: AlgorithmSpec) -> FSDPTrainGroup:

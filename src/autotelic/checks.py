@@ -6,15 +6,14 @@ model-written code runs under, or that the run runs none.
 
 from __future__ import annotations
 
-from typing import get_args
-
 from autotelic.algorithms import ADVANTAGE_ESTIMATORS, AlgorithmSpec, get_algorithm
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError
 from autotelic.backends.hf import model_dir_problem, read_chat_template, resolve_device
 from autotelic.backends.vllm import require_vllm, vllm_problems
-from autotelic.config import ConfigError, ProposeKind, RunConfig, missing_package
+from autotelic.config import ConfigError, RunConfig, missing_package
 from autotelic.curricula.evolve import OPERATIONS, unknown_operation
 from autotelic.envs import make_env_factory, make_game_factory
+from autotelic.modes import get_mode
 from autotelic.evaluation import DECODINGS
 from autotelic.rewards import is_custom, reward_names
 from autotelic.rewards.custom import reward_problems
@@ -101,31 +100,25 @@ def model_problems(config: RunConfig) -> list[str]:
 
 
 def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
-    """Settings that are each valid but do not work together, named before the model loads."""
-    mode, control = config.generate.mode, config.control
+    """Settings that are each valid but do not work together, named before the model loads: the rules across
+    sections here, the generation mode's own (``Mode.problems``) from its module."""
+    control, name = config.control, config.generate.mode
+    mode = get_mode(name)
     problems = []
     if spec.advantage in ADVANTAGE_ESTIMATORS or spec.name == "online_dpo":  # baselines or pairs within a group
         key = "control.min_group_size" if control.adaptive_group_size else "generate.group_size"
         smallest = control.min_group_size if control.adaptive_group_size else config.generate.group_size
-        if smallest < 2 and mode != "tree":  # tree groups grow by their branches
+        if smallest < 2 and not mode.branches:
             problems.append(f"{key}={smallest} makes groups of one sample, and {spec.name} learns from the "
                             f"differences within a task's group (every advantage would be 0): set {key}=2 or more")
-    if mode == "tree" and spec.advantage not in ("grpo", "dr_grpo"):
-        problems.append(f"generate.mode=tree credits tree segments with group baselines: use a GRPO-family "
-                        f"algorithm (grpo, dr_grpo, dapo, gspo), not {spec.name}")
     worst_group = config.generate.group_size * control.max_new_tokens  # what Budget plans a task at
     if control.max_tokens_per_step is not None and control.max_tokens_per_step < worst_group:
         problems.append(f"control.max_tokens_per_step={control.max_tokens_per_step} fits no task (generate.group_size "
                         f"x control.max_new_tokens = {worst_group} tokens at most): set it to {worst_group} or more")
-    if control.early_exit_probe is not None and mode in ("tree", "partial", "selfplay"):
-        problems.append(f"control.early_exit_probe works with generate.mode sample or episode, not {mode}")
     problems += async_problems(config)
-    if config.dist.train_workers and mode == "discussion":
-        problems.append("dist.train_workers trains one policy; generate.mode=discussion trains one per agent: "
-                        "set dist.train_workers=0")
-    if config.dist.env_workers and mode != "episode" and not (mode == "propose" and config.propose.executor_tools):
+    if config.dist.env_workers and not mode.holds_envs(config):
         problems.append(f"dist.env_workers holds the environments of generate.mode=episode (or "
-                        f"propose.executor_tools); generate.mode={mode} has none")
+                        f"propose.executor_tools); generate.mode={name} has none")
     if config.dist.reward_workers and rewards_on_the_policy(config):
         problems.append(f"reward '{rewards_on_the_policy(config)[0]}' runs the policy being trained, which reward "
                         "workers do not hold: give the judge its own model (options.model) or set "
@@ -133,17 +126,11 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     problems += vllm_problems(config)
     if config.vllm.enabled:  # before the model loads: name a missing package or GPU first
         require_vllm(config.vllm)
-    if config.dist.rollout_workers and mode in ("partial", "propose", "discussion"):
-        problems.append(f"dist.rollout_workers works with generate.mode sample, tree, episode or selfplay, not {mode} "
-                        "(its generator keeps state or several models on the driver)")
-    if mode in ("episode", "selfplay") and config.generate.env is None:
-        example = "textarena" if mode == "selfplay" else "guess_number"
-        problems.append(f"generate.mode={mode} needs generate.env (e.g. {example})")
     if config.generate.env is not None:  # an unknown name stops here, with the known ones listed
-        (make_game_factory(config.generate.env) if mode == "selfplay"
+        (make_game_factory(config.generate.env) if mode.games
          else make_env_factory(config.generate.env, config.generate.env_args))
-    if config.generate.opponent != "self" and mode != "selfplay":
-        problems.append(f"generate.opponent={config.generate.opponent} needs generate.mode=selfplay, not {mode}")
+    if config.generate.opponent != "self" and not mode.games:
+        problems.append(f"generate.opponent={config.generate.opponent} needs generate.mode=selfplay, not {name}")
     labelled = [r.name for r in config.filter.rewards if r.name in LABELLED_REWARDS]
     if config.curriculum.name == "test_time" and labelled:
         problems.append(f"curriculum.name=test_time trains on the held-out prompts, so reward '{labelled[0]}' would "
@@ -166,10 +153,7 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
                  for r in config.filter.rewards if r.name not in known_rewards and not is_custom(r.name)]
     problems += [f"unknown decoding '{d}' in value.decodings; valid: {', '.join(DECODINGS)}"
                  for d in config.value.decodings if d not in DECODINGS]
-    if mode == "propose":
-        problems += propose_problems(config)
-    if mode == "discussion":
-        problems += discussion_problems(config, spec)
+    problems += mode.problems(config, spec)
     if problems:
         raise TrainingError("; ".join(problems))
 
@@ -177,12 +161,11 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
 def runs_model_code(config: RunConfig) -> bool:
     """Whether the run executes model-written code: code task families (scored by their tests), the unit_tests
     reward, the python tool, code proposals, or data rows with tests."""
-    gen, propose = config.generate, config.propose
     columns = config.curriculum.columns
     return (any(name in CODE_FAMILIES or is_data_family(name) and data_family(name, columns).runs_code
                 for name in config.curriculum.families)
-            or any(r.name == "unit_tests" for r in config.filter.rewards) or gen.env == "python"
-            or gen.mode == "propose" and (propose.kind == "code" or propose.executor_tools == "python"))
+            or any(r.name == "unit_tests" for r in config.filter.rewards) or config.generate.env == "python"
+            or get_mode(config.generate.mode).runs_code(config))
 
 
 def sandbox_isolation(config: RunConfig) -> str | None:
@@ -213,41 +196,4 @@ def async_problems(config: RunConfig) -> list[str]:
     if config.curriculum.evolve.every and config.curriculum.evolve.model == "policy":
         problems.append("curriculum.evolve.model=policy rewrites prompts with the model being trained: give the "
                         "evolver its own model or set dist.async_steps=0")
-    return problems
-
-
-def propose_problems(config: RunConfig) -> list[str]:
-    """generate.mode=propose: settings its one proposer-executor round per step cannot honour."""
-    cfg, problems = config.propose, []
-    if [r.name for r in config.filter.rewards] != ["env"]:
-        problems.append("generate.mode=propose pays both roles itself (in the env return): use "
-                        "filter.rewards=[{name: env}]")
-    if config.filter.dynamic_sampling or config.control.early_exit_probe or config.control.max_tokens_per_step:
-        problems.append("generate.mode=propose runs one proposer-executor round per step: turn off "
-                        "filter.dynamic_sampling, control.early_exit_probe and control.max_tokens_per_step")
-    if config.generate.env is not None:
-        problems.append("generate.mode=propose gives the executor a tool by propose.executor_tools, not generate.env")
-    if cfg.kind not in get_args(ProposeKind):
-        problems.append(f"propose.kind must be one of {', '.join(get_args(ProposeKind))}, got {cfg.kind!r}")
-    if cfg.kind == "code" and cfg.executor_tools:
-        problems.append("propose.kind=code asks the executor to predict what the code returns: running it with "
-                        "propose.executor_tools would answer by execution; leave executor_tools unset")
-    return problems
-
-
-def discussion_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
-    """generate.mode=discussion (CoMAS): settings its grade-paid, per-agent training cannot honour."""
-    problems = []
-    if [r.name for r in config.filter.rewards] != ["env"]:
-        problems.append("generate.mode=discussion pays every turn from the agents' grades (in the env return), "
-                        "never from the answer key: use filter.rewards=[{name: env}]")
-    if spec.advantage == "rae" or spec.name == "offline_dpo":
-        problems.append(f"generate.mode=discussion trains each agent on its turns of this step's discussions, "
-                        f"baselined within (task, round, role) groups: use another algorithm than {spec.name}")
-    if config.replay.name != "on_policy" or config.control.early_exit_probe or config.curriculum.prefix_fraction:
-        problems.append("generate.mode=discussion trains on whole fresh discussions: use replay.name=on_policy, "
-                        "no control.early_exit_probe and no curriculum.prefix_fraction")
-    if config.curriculum.name in ("learnability", "regret"):
-        problems.append(f"curriculum.name={config.curriculum.name} reads rewards as pass rates, which grades are "
-                        "not: use uniform or sec with generate.mode=discussion")
     return problems

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autotelic.backends import PolicyBackend
-from autotelic.build import build_discussion, build_episode_agent
 from autotelic.config import RunConfig
 from autotelic.evaluation import Decoding, EvalResult, evaluate, evaluate_episodes
 from autotelic.heldout import HeldOut
-from autotelic.rollout.discussion import evaluate_discussion
+from autotelic.modes import get_mode
 from autotelic.rollout.filter import Scorer, response_scorer
 from autotelic.run_log import write_jsonl
 from autotelic.run_state import TrainState
@@ -27,9 +26,9 @@ def evaluate_heldout(config: RunConfig, policy: PolicyBackend, tasks: Sequence[T
                      decoding: Decoding | None = None) -> EvalResult:
     """Held-out accuracy: whole greedy episodes in episode mode (scored by the environment's success check
     where it has one), else one greedy answer per task (or ``decoding``) scored by the verifier."""
-    if config.generate.mode == "episode":
-        return evaluate_episodes(build_episode_agent(config, policy), tasks, config.control.max_new_tokens,
-                                 config.eval.batch_size)
+    agent = get_mode(config.generate.mode).heldout_agent
+    if agent is not None:
+        return evaluate_episodes(agent(config, policy), tasks, config.control.max_new_tokens, config.eval.batch_size)
     return evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size, decoding)
 
 
@@ -41,7 +40,7 @@ class RunEvaluation:
 
     @property
     def discussing(self) -> bool:  # CoMAS: the agents' discussion is evaluated too
-        return self.config.generate.mode == "discussion"
+        return get_mode(self.config.generate.mode).evaluate_together is not None
 
     def before(self, state: TrainState, agents: list[PolicyBackend]) -> list[str]:
         """Evaluates the untrained agents into ``state`` (unless a resumed run did) and says what it found."""
@@ -92,8 +91,7 @@ class RunEvaluation:
         greedy discussion of every held-out task (records in eval_<tag>_discussion.jsonl)."""
         alone = [first.accuracy] + [self.accuracy(f"{tag}_agent{i}", agent).accuracy
                                     for i, agent in enumerate(agents[1:], 1)]
-        summary, records = evaluate_discussion(build_discussion(self.config, agents, greedy=True), self.heldout,
-                                               self.config.eval.max_new_tokens, self.config.eval.batch_size)
+        summary, records = get_mode(self.config.generate.mode).evaluate_together(self.config, agents, self.heldout)
         write_jsonl(self.run_dir / f"eval_{tag}_discussion.jsonl", records)
         return {"agents": alone, "discussion": summary}
 

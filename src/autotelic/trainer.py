@@ -28,7 +28,6 @@ from autotelic.loading import load_config
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rollout.asynchronous import RolloutSchedule
-from autotelic.rollout.discussion import agent_of
 from autotelic.run_evaluation import RunEvaluation
 from autotelic.run_log import group_metrics, worker_metrics, worker_pools, write_step_logs
 from autotelic.run_state import RunCheckpoints, TrainState, load_payload, new_run_dir, run_config_path
@@ -105,7 +104,7 @@ class Trainer:
         trained = False
         try:
             for index, agent in enumerate(self.agents):  # each agent learns from its own groups only
-                batch = [g for g in rollouts.batch if agent_of(g) == index]
+                batch = [g for g in rollouts.batch if g.agent == index]
                 if batch:
                     update = self._update(agent, batch)
                     metrics.update(update if len(self.agents) == 1

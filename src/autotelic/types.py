@@ -81,6 +81,11 @@ class Group:
         return [s.reward if s.reward is not None else 0.0 for s in self.samples]
 
     @property
+    def agent(self) -> int:
+        """Which agent trains on the group (multi-agent modes set ``task.meta["agent"]``; otherwise 0)."""
+        return self.task.meta.get("agent", 0)
+
+    @property
     def num_completion_tokens(self) -> int:
         return sum(len(s.token_ids) for s in self.samples)
 

@@ -19,7 +19,7 @@ A round whose grade does not parse says nothing about its answer or critique: th
 and go to a group of their own, which the Filter drops as unscorable (logged, never trained).
 
 Groups: one per task, round and role, holding that turn of the task's ``size`` discussions. One agent
-plays a role in a round of a task, so each group is one agent's (``task.meta["agent"]``; ``agent_of``) and
+plays a role in a round of a task, so each group is one agent's (``task.meta["agent"]``; ``Group.agent``) and
 the discussions of a task are its group-relative baseline, as selfplay's games are. From round 1 on the
 discussions' prompts differ: a group's ``prompt_ids`` are what they share, the rest of each sample's
 prompt starts it, masked. ``task.answer`` is read only by ``evaluate_discussion`` and
@@ -165,11 +165,6 @@ def role_groups(discussions: list[Discussion], round_index: int, role: int) -> l
             meta={**task.meta, "agent": chosen[0].agent, "role": ROLES[role], "round": round_index})
         groups.append(Group(role_task, shared, [t.sample for t in chosen]))
     return groups
-
-
-def agent_of(group: Group) -> int:
-    """Which agent trains on a group (0 for groups of every other generator)."""
-    return group.task.meta.get("agent", 0)
 
 
 @dataclass

@@ -1,0 +1,54 @@
+"""``episode``: multi-turn episodes in an environment (tools, text games, web pages), observation tokens masked
+out of the loss; held-out tasks are played as whole greedy episodes, by the policy alone or by the operator
+agent (``eval.agent=operator``: reflector, planner, grounder and summarizer roles, OpAgent-style)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autotelic.algorithms import AlgorithmSpec
+from autotelic.backends import PolicyBackend
+from autotelic.backends.hf import HFPolicy
+from autotelic.config import RunConfig
+from autotelic.modes.environments import env_factory, run_env_factory
+from autotelic.modes.registry import Built, Mode, needs_env, register_mode
+from autotelic.rollout.generate import EpisodeSampler, RolloutWorker
+from autotelic.rollout.operator import ROLES, OperatorAgent
+
+
+def episodes(built: Built) -> EpisodeSampler:
+    config = built.config
+    gen, control = config.generate, config.control
+    return EpisodeSampler(built.policy, env_factory(config, gen.env, gen.env_args), gen.temperature, gen.top_p,
+                          control.max_turns, turn_tokens=control.turn_tokens, max_invalid=control.max_invalid)
+
+
+def heldout_agent(config: RunConfig, policy: PolicyBackend) -> RolloutWorker:
+    """Held-out episodes: the policy alone, greedy, or the operator agent (``eval.agent``)."""
+    if config.eval.agent == "operator":
+        return operator(config, policy)
+    control = config.control
+    return EpisodeSampler(policy, run_env_factory(config), max_turns=control.max_turns, greedy=True,
+                          turn_tokens=control.turn_tokens, max_invalid=control.max_invalid)
+
+
+def operator(config: RunConfig, policy: PolicyBackend) -> OperatorAgent:
+    """Each role played by the policy, a fresh never-trained copy of the initial model (``base``) or a model
+    directory; roles naming the same model share it."""
+    cfg, models = config.operator, {"policy": policy}
+    roles = {}
+    for role in ROLES:
+        name = getattr(cfg, role)
+        if name not in models:
+            path = config.model.path if name == "base" else name
+            models[name] = HFPolicy(replace(config.model, path=path, lora=False), seed=config.train.seed)
+        roles[role] = models[name]
+    return OperatorAgent(roles, run_env_factory(config), config.control.max_turns, cfg.plan_tokens,
+                         cfg.action_tokens, cfg.note_tokens, cfg.keep_recent)
+
+
+def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
+    return needs_env(config, "guess_number")
+
+
+register_mode(Mode("episode", episodes, problems, holds_envs=lambda config: True, heldout_agent=heldout_agent))

@@ -1,0 +1,26 @@
+"""``selfplay``: two-player games (SPIRAL-style) where the policy plays both seats, or one against a frozen
+copy of itself (``generate.opponent=frozen``); each seat's transcript is its own sample."""
+
+from __future__ import annotations
+
+from autotelic.algorithms import AlgorithmSpec
+from autotelic.backends.hf import HFPolicy
+from autotelic.config import RunConfig
+from autotelic.envs import make_game_factory
+from autotelic.modes.registry import Built, Mode, needs_env, refuse_early_exit, register_mode
+from autotelic.rollout.selfplay import SelfPlaySampler
+
+
+def games(built: Built) -> SelfPlaySampler:
+    config = built.config
+    gen = config.generate
+    opponent = HFPolicy(config.model, seed=config.train.seed) if gen.opponent == "frozen" else None  # never updated
+    return SelfPlaySampler(built.policy, make_game_factory(gen.env), gen.temperature, gen.top_p,
+                           config.control.max_turns, opponent)
+
+
+def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
+    return refuse_early_exit(config) + needs_env(config, "textarena")
+
+
+register_mode(Mode("selfplay", games, problems, games=True))
