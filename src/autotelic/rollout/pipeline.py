@@ -103,58 +103,84 @@ class RolloutPipeline:
         return groups
 
     def collect(self, policy_version: int) -> StepRollouts:
+        """One step's rollouts, the lifecycle top to bottom: rounds of plan -> generate -> score -> shape ->
+        filter -> observe until enough groups are kept (one round unless ``dynamic_sampling``), then the step's
+        control (top-variance selection, truncation masks, the token budget) and replay."""
         self._times.clear()
         metrics: dict[str, float] = defaultdict(float)
-        stats = FilterStats()
         groups: list[Group] = []
-        kept = 0
-        target = self.budget.tasks_per_step
-        rounds = self.max_rounds if self.dynamic_sampling else 1
-        spent = 0
-        for round_index in range(rounds):
-            started = time.perf_counter()
-            need = target - kept
-            if round_index > 0:  # over-sample by the keep rate seen so far (DAPO's dynamic sampling)
-                keep_rate = max(kept / max(1, len(groups)), 1 / target)
-                need = min(target, math.ceil(need / keep_rate))
-            count = self.budget.plan(need, spent)
-            tasks = self.curriculum.next_tasks(count) if count else []
-            sizes = self._sizes(tasks)
-            self._timed("control", started)
+        for round_index in range(self.max_rounds if self.dynamic_sampling else 1):
+            tasks, sizes = self._plan(groups)
             if not tasks:
                 break
             new = self._generate_and_score(tasks, sizes, metrics)
-            started = time.perf_counter()
-            if self.overlong == "shaping":
-                shape_overlong(new, self.budget.max_new_tokens, self.overlong_buffer)
-            apply_filters(new, self.filters)
-            started = self._timed("filter", started)
-            metrics.update(self.curriculum.observe([g for g in new if g.dropped_by not in UNSCORED]))
-            self._timed("replay", started)
+            self._shape_and_filter(new)
+            metrics.update(self._observe(new))
             groups.extend(new)
-            spent += sum(g.num_completion_tokens for g in new)
-            kept = sum(g.kept for g in groups)
             metrics["filter/rounds"] = round_index + 1.0
-            if kept >= target:
+            if sum(g.kept for g in groups) >= self.budget.tasks_per_step:
                 break
+        spent = self._control(groups, metrics)
+        batch = self._replay(groups, policy_version, metrics)
+        metrics.update(self._step_metrics(groups, batch, spent))
+        return StepRollouts(groups, batch, dict(metrics))
+
+    def _plan(self, groups: list[Group]) -> tuple[list[Task], list[int]]:
+        """Control: how many tasks this round draws (after the first, over-sampled by the keep rate seen so
+        far, DAPO's dynamic sampling), within the token budget left; which tasks; how many samples each."""
+        started = time.perf_counter()
+        target, kept = self.budget.tasks_per_step, sum(g.kept for g in groups)
+        need = target - kept
+        if groups:
+            keep_rate = max(kept / len(groups), 1 / target)
+            need = min(target, math.ceil(need / keep_rate))
+        count = self.budget.plan(need, sum(g.num_completion_tokens for g in groups))
+        tasks = self.curriculum.next_tasks(count) if count else []
+        sizes = self._sizes(tasks)
+        self._timed("control", started)
+        return tasks, sizes
+
+    def _shape_and_filter(self, groups: list[Group]) -> None:
+        """Control's overlong shaping of the rewards, then the group filters."""
+        started = time.perf_counter()
+        if self.overlong == "shaping":
+            shape_overlong(groups, self.budget.max_new_tokens, self.overlong_buffer)
+        apply_filters(groups, self.filters)
+        self._timed("filter", started)
+
+    def _observe(self, groups: list[Group]) -> dict[str, float]:
+        """The curriculum learns from the round's scored groups (a group no reward could score tells nothing)."""
+        started = time.perf_counter()
+        metrics = self.curriculum.observe([g for g in groups if g.dropped_by not in UNSCORED])
+        self._timed("replay", started)
+        return metrics
+
+    def _control(self, groups: list[Group], metrics: dict[str, float]) -> int:
+        """The step's control: the highest-variance share of the groups, truncated samples masked, the token
+        budget enforced (returns the tokens spent); filter statistics of the final verdicts."""
         started = time.perf_counter()
         select_top_variance(groups, self.keep_top_fraction)
         if self.overlong == "mask":
             metrics["control/masked_truncated"] = float(mask_truncated([g for g in groups if g.kept]))
         spent = self.budget.enforce(groups)
+        stats = FilterStats()
         stats.count(groups)
-        started = self._timed("control", started)
+        metrics.update(stats.as_metrics())
+        self._timed("control", started)
+        return spent
+
+    def _replay(self, groups: list[Group], policy_version: int, metrics: dict[str, float]) -> list[Group]:
+        """Replay: the step's groups join the buffer; the batch is what it hands the update."""
+        started = time.perf_counter()
         self.replay.add(groups)
         batch, replay_metrics = self.replay.sample(policy_version)
-        self._timed("replay", started)
-        samples = [s for g in groups for s in g.samples]
-        if self.overlong == "shaping":
-            metrics["control/overlong_penalty"] = sum(
-                overlong_penalty(len(s.token_ids), self.budget.max_new_tokens, self.overlong_buffer) for s in samples
-            ) / max(1, len(samples))
-        metrics.update(stats.as_metrics())
         metrics.update(replay_metrics)
-        metrics.update({
+        self._timed("replay", started)
+        return batch
+
+    def _step_metrics(self, groups: list[Group], batch: list[Group], spent: int) -> dict[str, float]:
+        samples = [s for g in groups for s in g.samples]
+        metrics = {
             "generate/samples": float(len(samples)),
             "generate/tasks": float(len(groups)),
             "control/completion_tokens": float(spent),
@@ -162,7 +188,10 @@ class RolloutPipeline:
             "control/mean_completion_length": spent / max(1, len(samples)),
             "control/mean_group_size": len(samples) / max(1, len(groups)),
             "replay/batch_groups": float(len(batch)),
-        })
-        metrics.update({f"time/{stage}": seconds for stage, seconds in self._times.items()})
-        metrics.update({f"{SHARE_PREFIX}{arm}": p for arm, p in self.curriculum.mix().items()})
-        return StepRollouts(groups, batch, dict(metrics))
+        }
+        if self.overlong == "shaping":
+            metrics["control/overlong_penalty"] = sum(
+                overlong_penalty(len(s.token_ids), self.budget.max_new_tokens, self.overlong_buffer) for s in samples
+            ) / max(1, len(samples))
+        return {**metrics, **{f"time/{stage}": seconds for stage, seconds in self._times.items()},
+                **{f"{SHARE_PREFIX}{arm}": p for arm, p in self.curriculum.mix().items()}}
