@@ -18,7 +18,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "autotelic"
 
 LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
-    ("types", "text", "abilities", "checkpoint", "algorithms"),  # data and pure helpers: import nothing of ours
+    ("types", "text", "abilities", "checkpoint", "registry", "algorithms"),  # data and pure helpers
     ("config",),
     ("sandbox", "backends", "report"),
     ("tasks",),
@@ -180,11 +180,21 @@ def test_no_import_circle_between_units():
     assert circle is None, "import circle:\n" + "\n".join(map(str, circle or []))
 
 
+STANDARD_LIBRARY = set(sys.stdlib_module_names) | {"__future__"}
+
+
 def test_algorithms_import_only_torch_and_the_standard_library():
-    allowed = set(sys.stdlib_module_names) | {"torch", "__future__"}
+    """Besides autotelic.registry (its names), which imports only the standard library itself."""
+    allowed = STANDARD_LIBRARY | {"torch"}
     strays = [str(found) for found in ALL if found.unit == "algorithms"
-              and found.target != "algorithms" and found.module.split(".")[0] not in allowed]
+              and found.target not in ("algorithms", "registry") and found.module.split(".")[0] not in allowed]
     assert not strays, "algorithms/ is pure tensor code:\n" + "\n".join(strays)
+
+
+def test_the_registry_imports_only_the_standard_library():
+    strays = [str(found) for found in ALL
+              if found.unit == "registry" and found.module.split(".")[0] not in STANDARD_LIBRARY]
+    assert not strays, "registry.py is used by every layer, algorithms/ included:\n" + "\n".join(strays)
 
 
 def test_rollout_imports_no_trainer_or_builder():

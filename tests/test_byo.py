@@ -371,14 +371,19 @@ def test_an_environment_module_is_found_by_path_and_gives_its_defaults(monkeypat
         "guess_number"]
 
 
-def _install_counting_game(site: Path, monkeypatch) -> None:
-    """What pip install leaves for a package announcing the example under two entry points (its module and its
-    function), in a folder on sys.path."""
-    dist = site / "counting_game_env-0.1.dist-info"
+def _dist_info(site: Path, name: str, entry_points: str) -> None:
+    """What pip install leaves in ``site`` for a package ``name`` announcing ``entry_points`` (entry_points.txt)."""
+    dist = site / f"{name.replace('-', '_')}-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: counting-game-env\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[autotelic.environments]\ncounting = counting_game\n"
-                                           "counting_fn = counting_game:load_environment\n")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(entry_points)
+
+
+def _install_counting_game(site: Path, monkeypatch) -> None:
+    """A package announcing the example under two entry points (its module and its function), in a folder on
+    sys.path."""
+    _dist_info(site, "counting-game-env", "[autotelic.environments]\ncounting = counting_game\n"
+                                          "counting_fn = counting_game:load_environment\n")
     monkeypatch.syspath_prepend(str(OWN_ENV))
     monkeypatch.syspath_prepend(str(site))
 
@@ -393,6 +398,60 @@ def test_an_installed_package_announces_its_environment_by_entry_point(tmp_path,
         spec = load_environment(name, {"turns": 4})
         assert spec.make_env().turns == 4 and spec.family.name == "counting"
     assert load_config(None, ["generate.mode=episode", "generate.env=counting"]).curriculum.families == ["counting"]
+
+
+# ---- own rewards by name: an installed package's entry point, or registered by a module ---------------------------
+SHOUTING = '''
+from dataclasses import dataclass
+
+
+@dataclass
+class Shouting:
+    """1 for a reply in capitals of at least ``least`` letters: its options are its constructor's arguments."""
+
+    least: int = 1
+    name = "shouting"
+
+    def __call__(self, task, completions):
+        return [float(c.isupper() and len(c) >= self.least) for c in completions]
+'''
+
+
+def test_an_installed_package_announces_its_reward_by_entry_point(tmp_path, monkeypatch):
+    """A real distribution's metadata on sys.path: its reward is named in filter.rewards like a built-in."""
+    from autotelic.algorithms import get_algorithm
+    from autotelic.checks import check_combination
+    from autotelic.rewards import REWARDS, reward_names
+
+    (tmp_path / "shouting_reward.py").write_text(SHOUTING)
+    _dist_info(tmp_path, "shouting-reward", "[autotelic.rewards]\nshouting = shouting_reward:Shouting\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "shouting" in reward_names() and "shouting" in REWARDS
+    task = get_family("add").generate(random.Random(0), 1)
+    assert build_reward("shouting", {"least": 2})(task, ["YES", "no", "A"]) == [1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="unknown option 'loud' for reward 'shouting'; valid options: least"):
+        build_reward("shouting", {"loud": True})
+    config = load_config(None, ["filter.rewards=[{name: shouting, options: {least: 2}}, {name: verifier}]"])
+    check_combination(config, get_algorithm("grpo"))  # a known reward: no problem
+    sys.modules.pop("shouting_reward", None)
+
+
+def test_a_module_registers_its_own_reward(tmp_path, monkeypatch):
+    """Adding a reward is one file: it registers its class under a name, and build_reward finds it."""
+    import autotelic.rewards
+    from autotelic.registry import Registry
+
+    monkeypatch.setattr(autotelic.rewards, "REWARDS", Registry("reward"))  # this test's names only
+    (tmp_path / "shouted_reward.py").write_text(SHOUTING + "\nfrom autotelic.rewards import REWARDS\n"
+                                                             "REWARDS.register('shouted', Shouting)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("shouted_reward")
+    assert autotelic.reward_names() == ["shouted"]
+    task = get_family("add").generate(random.Random(0), 1)
+    assert build_reward("shouted")(task, ["LOUD", "quiet"]) == [1.0, 0.0]
+    with pytest.raises(ValueError, match="reward 'shouted' is already registered"):
+        autotelic.rewards.REWARDS.register("shouted", object)
+    sys.modules.pop("shouted_reward", None)
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Losses as pure tensor functions (they import only torch and the standard library), chosen by name.
 
-Each entry of ``ALGORITHMS`` is the whole recipe of one algorithm: its loss family, advantage
+Each entry of ``ALGORITHMS`` (a registry: an installed package may announce its own under the
+``autotelic.algorithms`` entry points) is the whole recipe of one algorithm: its loss family, advantage
 estimator and surrogate switches. Rollout-stage options (e.g. DAPO's dynamic sampling and overlong
 shaping) live with the rollout stages; recipes turn them on.
 """
@@ -25,6 +26,7 @@ from autotelic.algorithms.policy_gradient import (
     kl_penalty,
     policy_loss,
 )
+from autotelic.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class AlgorithmSpec:
     source: str = ""  # paper / peer it comes from
 
 
-ALGORITHMS: dict[str, AlgorithmSpec] = {
+ALGORITHMS: Registry[AlgorithmSpec] = Registry("algorithm", {
     spec.name: spec
     for spec in (
         # token-level aggregation is our documented default, as in DAPO and TRL
@@ -60,14 +62,14 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                       source="Guo et al. 2024, Direct language model alignment from online AI feedback"),
         AlgorithmSpec("offline_dpo", "dpo", None, source="DPO, Rafailov et al. 2023"),
     )
-}
+})
 
 
 def get_algorithm(name: str) -> AlgorithmSpec:
-    try:
-        return ALGORITHMS[name]
-    except KeyError:
-        raise ValueError(f"unknown algorithm.name '{name}'; available: {', '.join(ALGORITHMS)}") from None
+    spec = ALGORITHMS.find(name)
+    if spec is None:
+        raise ValueError(f"unknown algorithm.name '{name}'; available: {', '.join(ALGORITHMS.names())}")
+    return spec
 
 
 __all__ = [

@@ -1,10 +1,12 @@
-"""Environments by name: a built-in one, an installed package's entry point, or a module's dotted path.
+"""Environments by name (``ENVIRONMENTS``): a built-in one, a registered one, an installed package's entry point,
+or a module's dotted path.
 
 An environment module exposes ``load_environment(**kwargs) -> EnvironmentSpec`` (verifiers' convention): the
 factory of fresh environments, the tasks its episodes are played on, and the rewards a run uses unless it
 names its own. The built-in environments are modules of this package found the same way (``BUILT_IN``); a
 package announces its own under the ``autotelic.environments`` entry-point group; any other name is imported
-as a module (``generate.env=my_pkg.env_module``, found on PYTHONPATH). ``generate.env_args`` are the kwargs.
+as a module (``generate.env=my_pkg.env_module``, found on PYTHONPATH, or ``path/to/env.py``).
+``generate.env_args`` are the kwargs.
 
 A loaded environment's task family joins ``get_family``'s names, since verifiers and the held-out set look
 families up by the name their tasks carry.
@@ -12,21 +14,19 @@ families up by the name their tasks carry.
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
 from autotelic.envs import Environment, UnknownEnvironmentError
+from autotelic.registry import Registry, import_user_module, is_missing
 from autotelic.tasks import TaskFamily, add_family
 from autotelic.tasks.files import answer_score
 from autotelic.types import Task
 
-ENTRY_POINT_GROUP = "autotelic.environments"
 # name -> (module exposing load_environment, its kwargs)
 BUILT_IN: dict[str, tuple[str, dict[str, Any]]] = {
     "guess_number": ("autotelic.envs.guess_number", {}),
@@ -36,8 +36,12 @@ BUILT_IN: dict[str, tuple[str, dict[str, Any]]] = {
     "web": ("autotelic.envs.web.env", {"driver": "html"}),  # the web_* families over plain HTTP (fast)
     "web_browser": ("autotelic.envs.web.env", {"driver": "browser"}),  # the same in headless Chromium
 }
+# An entry is a module with load_environment or that function itself: the built-ins, those registered, those
+# installed packages announce under the autotelic.environments entry-point group.
+ENVIRONMENTS: Registry[ModuleType | Callable[..., Any]] = Registry(
+    "environment", {name: module for name, (module, _) in BUILT_IN.items()})
 _FIX = (f"built in: {', '.join(BUILT_IN)}; or a module with load_environment(**kwargs) by dotted path "
-        f"(my_pkg.my_env, found on PYTHONPATH) or installed under the '{ENTRY_POINT_GROUP}' entry point")
+        f"(my_pkg.my_env, found on PYTHONPATH) or installed under the '{ENVIRONMENTS.group}' entry point")
 
 
 class TaskList:
@@ -82,17 +86,15 @@ class EnvironmentSpec:
 _LOADED: dict[tuple[str, str], EnvironmentSpec] = {}
 
 
-def _locate(name: str) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """The ``load_environment`` function ``name`` stands for, and its built-in kwargs."""
-    if name in BUILT_IN:
-        module, kwargs = BUILT_IN[name]
-        return importlib.import_module(module).load_environment, kwargs
-    for entry in entry_points(group=ENTRY_POINT_GROUP, name=name):
-        return entry.load(), {}  # the entry point names the module or its load_environment itself
+def _locate(name: str) -> tuple[ModuleType | Callable[..., Any], dict[str, Any]]:
+    """The module (or ``load_environment`` function) ``name`` stands for, and its built-in kwargs."""
+    found = ENVIRONMENTS.find(name)
+    if found is not None:
+        return found, BUILT_IN[name][1] if name in BUILT_IN else {}
     try:
-        module = importlib.import_module(name)
+        module = import_user_module(name)
     except ModuleNotFoundError as error:
-        if error.name is not None and (name == error.name or name.startswith(error.name + ".")):  # not its import
+        if is_missing(error, name):  # not a module it imports
             raise UnknownEnvironmentError(f"unknown environment '{name}'; {_FIX}") from None
         raise UnknownEnvironmentError(f"environment module '{name}' failed to import: {error}") from None
     except Exception as error:
@@ -101,7 +103,7 @@ def _locate(name: str) -> tuple[Callable[..., Any], dict[str, Any]]:
     if not callable(getattr(module, "load_environment", None)):
         raise UnknownEnvironmentError(f"unknown environment '{name}': the module {name} has no "
                                       f"load_environment(**kwargs) returning an EnvironmentSpec; {_FIX}")
-    return module.load_environment, {}
+    return module, {}
 
 
 def load_environment(name: str, args: Mapping[str, Any] | None = None) -> EnvironmentSpec:
@@ -110,7 +112,7 @@ def load_environment(name: str, args: Mapping[str, Any] | None = None) -> Enviro
     if key in _LOADED:
         return _LOADED[key]
     load, kwargs = _locate(name)
-    if isinstance(load, ModuleType):  # an entry point naming the module rather than its function
+    if isinstance(load, ModuleType):  # not its load_environment function itself
         load = load.load_environment
     try:
         spec = load(**{**kwargs, **(args or {})})
@@ -131,5 +133,5 @@ def load_environment(name: str, args: Mapping[str, Any] | None = None) -> Enviro
 
 
 def environment_names() -> list[str]:
-    """The built-in environments and those installed packages announce (any module path works besides)."""
-    return [*BUILT_IN, *sorted(entry.name for entry in entry_points(group=ENTRY_POINT_GROUP))]
+    """The built-in, registered and installed environments (any module path works besides)."""
+    return ENVIRONMENTS.names()

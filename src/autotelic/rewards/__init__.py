@@ -2,16 +2,17 @@
 
 A reward function scores a whole group at once, because some rewards (majority vote, judges
 batching their calls) need the group. It returns nan for a sample it cannot score, such as a judge
-reply without a score; the filter stage drops those groups as unscorable. Submodules load on
-demand (``build_reward``) so that importing a verifier does not pull in sympy or a model.
+reply without a score; the filter stage drops those groups as unscorable. The built-ins load on
+demand (``REWARDS``, ``build_reward``) so that importing a verifier does not pull in sympy or a model.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from autotelic.registry import Registry
 from autotelic.types import Group, Task
 
 if TYPE_CHECKING:
@@ -34,21 +35,23 @@ class TrajectoryReward(Protocol):
     def __call__(self, group: Group) -> list[float]: ...
 
 
-# name -> (module, class); a model-backed reward's backend is passed separately from the options.
-_REGISTRY: dict[str, tuple[str, str]] = {
-    "verifier": ("autotelic.rewards.verifiers", "VerifierReward"),
-    "math_verify": ("autotelic.rewards.math", "MathVerifyReward"),
-    "majority_vote": ("autotelic.rewards.majority", "MajorityVoteReward"),
-    "format": ("autotelic.rewards.checks", "FormatReward"),
-    "length": ("autotelic.rewards.checks", "LengthPenalty"),
-    "judge": ("autotelic.rewards.judge", "LLMJudge"),
-    "self_certainty": ("autotelic.rewards.confidence", "SelfCertaintyReward"),
-    "unit_tests": ("autotelic.rewards.unit_tests", "UnitTestReward"),
+# A reward is a class whose constructor arguments are its options; a model-backed reward's backend is passed
+# separately. The built-ins are lazy references; a module may ``REWARDS.register("my_reward", MyReward)``, and an
+# installed package announces its own under the ``autotelic.rewards`` entry-point group.
+REWARDS: Registry[Callable[..., RewardFunction | TrajectoryReward]] = Registry("reward", {
+    "verifier": "autotelic.rewards.verifiers:VerifierReward",
+    "math_verify": "autotelic.rewards.math:MathVerifyReward",
+    "majority_vote": "autotelic.rewards.majority:MajorityVoteReward",
+    "format": "autotelic.rewards.checks:FormatReward",
+    "length": "autotelic.rewards.checks:LengthPenalty",
+    "judge": "autotelic.rewards.judge:LLMJudge",
+    "self_certainty": "autotelic.rewards.confidence:SelfCertaintyReward",
+    "unit_tests": "autotelic.rewards.unit_tests:UnitTestReward",
     # web episodes (OpAgent's hybrid reward): these read the trajectory, not the reply text
-    "web_success": ("autotelic.rewards.web", "WebSuccess"),
-    "web_progress": ("autotelic.rewards.web", "WebProgress"),
-    "web_judge": ("autotelic.rewards.web", "WebJudge"),
-}
+    "web_success": "autotelic.rewards.web:WebSuccess",
+    "web_progress": "autotelic.rewards.web:WebProgress",
+    "web_judge": "autotelic.rewards.web:WebJudge",
+})
 # Constructor arguments that take Python objects (a backend, functions), not config values.
 _NOT_OPTIONS = {"backend", "extract", "similarity"}
 # Rewards that run a model: the judge grades with one, self-certainty reads the policy's distributions.
@@ -61,7 +64,7 @@ def is_custom(name: str) -> bool:
 
 
 def reward_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(REWARDS.names())
 
 
 def build_reward(name: str, options: dict[str, Any] | None = None,
@@ -72,10 +75,7 @@ def build_reward(name: str, options: dict[str, Any] | None = None,
         from autotelic.rewards.custom import CustomReward
 
         return CustomReward(name, dict(options or {}))
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown reward '{name}'; valid: {', '.join(reward_names())}")
-    module, class_name = _REGISTRY[name]
-    cls = getattr(importlib.import_module(module), class_name)
+    cls = REWARDS.get(name)
     params = {k: p for k, p in inspect.signature(cls).parameters.items() if k not in _NOT_OPTIONS}
     options = dict(options or {})
     for key in options:

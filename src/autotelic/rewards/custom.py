@@ -19,16 +19,12 @@ function and the task (``rollout/filter.py``); the run continues.
 from __future__ import annotations
 
 import asyncio
-import functools
-import importlib
-import importlib.util
 import inspect
 import math
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
+from autotelic.registry import ModuleFileNotFoundError, import_user_module
 from autotelic.rewards import is_custom
 from autotelic.types import Group
 
@@ -39,34 +35,15 @@ class RewardLoadError(ValueError):
     """A reward function that cannot be found or is not callable; the message is one line with the fix."""
 
 
-@functools.lru_cache(maxsize=None)
-def _file_module(path: Path) -> Any:
-    """A reward file loaded once as a module (its own directory importable, as ``python file.py`` would have it)."""
-    spec = importlib.util.spec_from_file_location(f"autotelic_reward_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(path.parent))
-    return module
-
-
 def load_function(name: str) -> Callable[..., Any]:
     """The function ``name`` points at; RewardLoadError naming what is wrong and the fix."""
     where, _, attribute = name.rpartition(":")
     if not where or not attribute:
         raise RewardLoadError(f"reward '{name}' must look like my_pkg.rewards:fn or path/to/file.py:fn")
     try:
-        if where.endswith(".py"):
-            path = Path(where).expanduser().resolve()
-            if not path.is_file():
-                raise RewardLoadError(f"reward '{name}': file {where} not found")
-            module = _file_module(path)
-        else:
-            module = importlib.import_module(where)
-    except RewardLoadError:
-        raise
+        module = import_user_module(where)
+    except ModuleFileNotFoundError:
+        raise RewardLoadError(f"reward '{name}': file {where} not found") from None
     except Exception as error:  # ModuleNotFoundError, or whatever the user's module raises while importing
         problem = " ".join(f"{type(error).__name__}: {error}".split())
         raise RewardLoadError(f"reward '{name}': cannot import {where} ({problem}); {FIX}") from None

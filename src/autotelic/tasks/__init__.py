@@ -1,9 +1,9 @@
 """Procedural task families with verifiers: the creator's raw material.
 
 A family turns (rng, level) into a Task and scores a completion of it. ``get_family`` looks a
-family up by name; families from reasoning-gym register under the ``rg_`` prefix, a user's data under
-``file:`` and ``hf:`` (``tasks/files.py``), an environment's own tasks under their name once it loads
-(``envs/registry.py``).
+family up by name: the built-in ones (``FAMILIES``), families from reasoning-gym under the ``rg_`` prefix, a
+user's data under ``file:`` and ``hf:`` (``tasks/files.py``), an environment's own tasks under their name once it
+loads (``envs/registry.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Protocol, runtime_checkable
 
+from autotelic.registry import Registry
 from autotelic.types import Task
 
 
@@ -36,44 +37,38 @@ class UnknownFamilyError(ValueError):
     pass
 
 
-_ADDED: dict[str, TaskFamily] = {}  # loaded environments' own families (``envs/registry.py`` adds them)
+# The built-in families, loaded on first use (their modules import this one); a loaded environment adds its own
+# (``add_family``), an installed package announces its own under the ``autotelic.task_families`` entry points.
+FAMILIES: Registry[TaskFamily] = Registry("task family", tables=(
+    "autotelic.tasks.numbers:NUMBER_FAMILIES", "autotelic.tasks.games:GAME_FAMILIES",
+    "autotelic.tasks.code:CODE_FAMILIES", "autotelic.tasks.textarena_games:TEXTARENA_FAMILIES",
+    "autotelic.tasks.web:WEB_FAMILIES"))
 
 
 def add_family(family: TaskFamily) -> None:
     """Makes ``family`` findable by its name (the first one added under a name stays)."""
-    _ADDED.setdefault(family.name, family)
-
-
-def _built_in() -> dict[str, TaskFamily]:
-    from autotelic.tasks.code import CODE_FAMILIES
-    from autotelic.tasks.games import GAME_FAMILIES
-    from autotelic.tasks.numbers import NUMBER_FAMILIES
-    from autotelic.tasks.textarena_games import TEXTARENA_FAMILIES
-    from autotelic.tasks.web import WEB_FAMILIES
-
-    return {**NUMBER_FAMILIES, **GAME_FAMILIES, **CODE_FAMILIES, **TEXTARENA_FAMILIES, **WEB_FAMILIES}
+    if family.name not in FAMILIES:
+        FAMILIES.register(family.name, family)
 
 
 def family_names() -> list[str]:
-    """The built-in families' names (besides rg_<dataset>, file:PATH, hf:NAME and loaded environments' own)."""
-    return sorted(_built_in())
+    """The families' names (besides rg_<dataset>, file:PATH and hf:NAME)."""
+    return sorted(FAMILIES.names())
 
 
 def get_family(name: str) -> TaskFamily:
     from autotelic.tasks.files import data_family, is_data_family
     from autotelic.tasks.rgym import reasoning_gym_family
 
-    families = _built_in()
-    if name in families:
-        return families[name]
     if name.startswith("rg_"):
         return reasoning_gym_family(name[len("rg_"):])
     if is_data_family(name):
         return data_family(name)
-    if name in _ADDED:  # a loaded environment's own tasks
-        return _ADDED[name]
-    known = ", ".join(sorted(families)) + (", rg_<reasoning-gym dataset> (e.g. rg_chain_sum), file:PATH (your JSONL, "
-                                           "JSON, CSV or Parquet) or hf:NAME[:CONFIG][:SPLIT]")
+    family = FAMILIES.find(name)
+    if family is not None:
+        return family
+    known = ", ".join(family_names()) + (", rg_<reasoning-gym dataset> (e.g. rg_chain_sum), file:PATH (your JSONL, "
+                                         "JSON, CSV or Parquet) or hf:NAME[:CONFIG][:SPLIT]")
     raise UnknownFamilyError(f"unknown task family '{name}'; known: {known}")
 
 
