@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("types", "text", "abilities", "checkpoint", "registry", "algorithms"),  # data and pure helpers
     ("config",),
     ("sandbox", "backends", "report"),
+    ("web",),  # the local sites' seed content and the agent's action language: web tasks and envs share them
     ("tasks",),
     ("rewards",),
     ("envs",),
@@ -32,11 +33,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("targets", "recipes", "cli", "__init__"),  # entry points
 )
 TRAINING = LAYERS.index(("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"))
-# Imports that still run up the layers, each to be removed (with its entry) by the owner of the importing file:
-# (the importing file under src/autotelic, the imported module or package).
-KNOWN_UPWARD = {
-    ("tasks/web.py", "autotelic.envs.web"),  # the sites' content, actions and checks belong below tasks
-}
 THIRD_PARTY_HOMES = {"vllm": "backends", "ray": "dist"}  # imported only there
 
 
@@ -58,15 +54,8 @@ class Import:
             return None
         return parts[1] if len(parts) > 1 else "__init__"
 
-    def known(self) -> bool:
-        return any(self.path == path and _within(self.module, module) for path, module in KNOWN_UPWARD)
-
     def __str__(self) -> str:
         return f"src/autotelic/{self.path}:{self.line} imports {self.module}"
-
-
-def _within(module: str, package: str) -> bool:
-    return (module + ".").startswith(package + ".")
 
 
 def unit_of(path: str) -> str:
@@ -139,14 +128,8 @@ def test_imports_point_down_the_layers():
     upward = [f"{found}: {found.unit} (layer {LAYER[found.unit]}) may not import {found.target} (layer "
               f"{LAYER[found.target]})" for found in ALL
               if found.target is not None and found.target in LAYER and found.unit in LAYER
-              and LAYER[found.target] > LAYER[found.unit] and not found.known()]
+              and LAYER[found.target] > LAYER[found.unit]]
     assert not upward, "imports running up the layers:\n" + "\n".join(upward)
-
-
-def test_the_known_upward_imports_are_still_there():
-    gone = [(path, module) for path, module in KNOWN_UPWARD
-            if not any(found.path == path and _within(found.module, module) for found in ALL)]
-    assert not gone, f"these imports are gone: remove them from KNOWN_UPWARD: {sorted(gone)}"
 
 
 def _circle(edges: dict[str, dict[str, Import]]) -> list[Import] | None:
@@ -174,7 +157,7 @@ def _circle(edges: dict[str, dict[str, Import]]) -> list[Import] | None:
 def test_no_import_circle_between_units():
     edges: dict[str, dict[str, Import]] = {}
     for found in ALL:
-        if found.target not in (None, found.unit) and not found.known():
+        if found.target not in (None, found.unit):
             edges.setdefault(found.unit, {}).setdefault(found.target, found)
     circle = _circle(edges)
     assert circle is None, "import circle:\n" + "\n".join(map(str, circle or []))

@@ -10,7 +10,6 @@ import pytest
 
 from autotelic.curricula import BanditCurriculum
 from autotelic.curricula.failures import FailureCurriculum
-from autotelic.envs.web.actions import ActionError, parse_action
 from autotelic.envs.web.drivers import BrowserDriver, HttpDriver
 from autotelic.envs.web.env import WebEnv
 from autotelic.envs.web.page import parse_page, render
@@ -19,6 +18,7 @@ from autotelic.heldout import HeldOut
 from autotelic.rewards.web import WebProgress, WebSuccess, decision_tree
 from autotelic.tasks.web import WEB_FAMILIES
 from autotelic.types import Group, Sample, Task
+from autotelic.web.actions import ActionError, parse_action
 
 NO_HELDOUT = HeldOut(())
 

@@ -7,8 +7,8 @@ import httpx
 import lxml.html
 import pytest
 
-from autotelic.envs.web.content import ARTICLES, CATEGORIES, POSTS, PRODUCTS, THREADS, VENUES
 from autotelic.envs.web.sites import WebServer, shared_server
+from autotelic.web.content import ARTICLES, CATEGORIES, POSTS, PRODUCTS, THREADS, VENUES
 
 MAX_WORDS = 150
 

@@ -34,6 +34,27 @@ def first_integer_matches(completion: str, answer: str) -> float:
     return float(first_integer(completion) == int(answer))
 
 
+def normalise_answer(text: str) -> str:
+    """Lower case, without surrounding quotes, a leading $ or trailing punctuation."""
+    return re.sub(r"[\s\"'`$.,!]+$|^[\s\"'`$]+", "", text.strip().lower())
+
+
+def _as_number(text: str) -> float | None:
+    try:
+        return float(text.replace(",", "").lstrip("$"))
+    except ValueError:
+        return None
+
+
+def answer_matches(answer: str, expected: str) -> bool:
+    """A free-text answer (a web agent's ``answer("...")``) against the expected one: numbers compare as
+    numbers ("$8.5" is "8.50"), text as ``normalise_answer`` leaves it."""
+    got, want = normalise_answer(answer), normalise_answer(expected)
+    if _as_number(got) is not None and _as_number(want) is not None:
+        return abs(_as_number(got) - _as_number(want)) < 1e-6
+    return got == want
+
+
 def alarm_timeout(seconds: int) -> int | None:
     """``seconds`` in the main thread, else None: math-verify's timeouts need ``signal.alarm``."""
     return seconds if threading.current_thread() is threading.main_thread() else None

@@ -1,5 +1,6 @@
 """Web task families, one per local site (``envs/web/sites.py``): tasks drawn from the sites' seed content,
-each with a programmatic success check and progress milestones (see ``envs/web/checks.py``).
+each with a programmatic success check and progress milestones (see ``envs/web/checks.py``). The content
+(``web/content.py``) and the action language (``web/actions.py``) are shared with the web environment.
 
 Levels grow with the number of actions needed: 1 = one action on the start page, 2 = a navigation then an
 action, 3 = a whole flow through a form that changes the site's state (an order, a reply, a booking).
@@ -16,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from autotelic.envs.web.actions import ActionError, parse_action
-from autotelic.envs.web.checks import answer_matches
-from autotelic.envs.web.content import ARTICLES, BOOKING_DATES, BOOKING_TIMES, POSTS, PRODUCTS, THREADS, VENUES, Product
+from autotelic.text import answer_matches
 from autotelic.types import Task
+from autotelic.web.actions import ActionError, parse_action
+from autotelic.web.content import ARTICLES, BOOKING_DATES, BOOKING_TIMES, POSTS, PRODUCTS, THREADS, VENUES, Product
 
 ACTION_PREFIX = "Action:"  # every turn of the agent starts so: a small model then mostly writes an action
 NAMES = ("Ada Moss", "Ben Hart", "Cleo Vance", "Dev Rao", "Eli Stone", "Fay Lin")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, abort, redirect
 from werkzeug.wrappers import Response
 
-from autotelic.envs.web.content import BOOKING_DATES, BOOKING_TIMES, PARTY_SIZES
 from autotelic.envs.web.views import db, field, page, to_int
+from autotelic.web.content import BOOKING_DATES, BOOKING_TIMES, PARTY_SIZES
 
 TEMPLATES = {
     "booking.html": """{% extends "base.html" %}{% from "macros.html" import field, select %}{% block main %}

@@ -11,12 +11,12 @@ Success needs every ``success`` condition; ``progress`` conditions are milestone
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from autotelic.envs.web.page import Page
+from autotelic.text import answer_matches, normalise_answer
 
 _KINDS = ("answer", "url", "sql", "field")
 
@@ -27,24 +27,6 @@ class SiteState:
     values: dict[str, str]  # typed values by XPath
     answer: str | None
     connect: Callable[[], sqlite3.Connection]
-
-
-def normalise(text: str) -> str:
-    return re.sub(r"[\s\"'`$.,!]+$|^[\s\"'`$]+", "", text.strip().lower())
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text.replace(",", "").lstrip("$"))
-    except ValueError:
-        return None
-
-
-def answer_matches(answer: str, expected: str) -> bool:
-    got, want = normalise(answer), normalise(expected)
-    if _number(got) is not None and _number(want) is not None:
-        return abs(_number(got) - _number(want)) < 1e-6
-    return got == want
 
 
 def check_condition(condition: dict[str, Any], state: SiteState) -> bool:
@@ -62,9 +44,9 @@ def check_condition(condition: dict[str, Any], state: SiteState) -> bool:
             connection.close()
         return bool(row and row[0])
     if kind == "field":
-        want = normalise(str(condition["value"]))
+        want = normalise_answer(str(condition["value"]))
         return any(e.label.lower() == condition["field"].lower()
-                   and normalise(_shown_value(e, state.values.get(e.xpath, e.value))) == want
+                   and normalise_answer(_shown_value(e, state.values.get(e.xpath, e.value))) == want
                    for e in state.page.elements.values())
     raise ValueError(f"unknown web check {condition}; a condition names one of {', '.join(_KINDS)}")
 

@@ -18,12 +18,12 @@ from urllib.parse import urljoin, urlsplit
 
 from autotelic.envs import Step
 from autotelic.envs.registry import EnvironmentSpec
-from autotelic.envs.web.actions import ACTION_HELP, Action, ActionError, parse_action
 from autotelic.envs.web.checks import SiteState, check_condition
 from autotelic.envs.web.drivers import BrowserDriver, Driver, DriverError, HttpDriver
 from autotelic.envs.web.page import Element, parse_page, render, visible_indices
 from autotelic.envs.web.sites import WebServer, shared_server
 from autotelic.types import Task
+from autotelic.web.actions import ACTION_HELP, Action, ActionError, parse_action
 
 VIEWPORT_LINES = 30
 MODES = ("html", "browser")

@@ -7,8 +7,8 @@ import sqlite3
 from flask import Blueprint, abort, redirect, request
 from werkzeug.wrappers import Response
 
-from autotelic.envs.web.content import CATEGORIES
 from autotelic.envs.web.views import db, field, page, to_int
+from autotelic.web.content import CATEGORIES
 
 TEMPLATES = {
     "shop_index.html": """{% extends "base.html" %}{% from "macros.html" import field, product_list %}

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import astuple
 from pathlib import Path
 
-from autotelic.envs.web.content import ARTICLES, POSTS, PRODUCTS, THREADS, VENUES
+from autotelic.web.content import ARTICLES, POSTS, PRODUCTS, THREADS, VENUES
 
 DEFAULT_EPISODE = "default"
 
