@@ -54,10 +54,3 @@ def check_condition(condition: dict[str, Any], state: SiteState) -> bool:
 def _shown_value(element, value: str) -> str:
     """A select's chosen option reads as its text, as the agent sees it."""
     return next((text for v, text in element.options if v == value), value)
-
-
-def validate_conditions(conditions: list[dict[str, Any]], where: str) -> None:
-    """A clear error for a task whose checks cannot be evaluated (a hand-written or proposed task)."""
-    for condition in conditions:
-        if not isinstance(condition, dict) or not any(k in condition for k in _KINDS):
-            raise ValueError(f"{where}: condition {condition!r} names none of {', '.join(_KINDS)}")
