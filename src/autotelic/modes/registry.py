@@ -11,6 +11,7 @@ from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends import PolicyBackend
 from autotelic.config import RunConfig
 from autotelic.heldout import HeldOut
+from autotelic.registry import Registry
 from autotelic.rollout.generate import RolloutWorker
 
 
@@ -57,18 +58,18 @@ class Mode:
     """The agents evaluated together on the held-out set (CoMAS's discussion): its summary and records."""
 
 
-MODES: dict[str, Mode] = {}
+# The built-in modes register themselves as ``modes/__init__`` imports them; outside packages may announce theirs
+# under the ``autotelic.generation_modes`` entry point.
+MODES: Registry[Mode] = Registry("generation mode")
 
 
 def register_mode(mode: Mode) -> Mode:
-    MODES[mode.name] = mode
+    MODES.register(mode.name, mode)
     return mode
 
 
 def get_mode(name: str) -> Mode:
-    if name not in MODES:
-        raise ValueError(f"unknown generate.mode '{name}'; valid: {', '.join(MODES)}")
-    return MODES[name]
+    return MODES.get(name)
 
 
 def refuse_early_exit(config: RunConfig) -> list[str]:
