@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 # name -> (module, attribute), imported on first use
 _LAZY: dict[str, tuple[str, str]] = {
-    "evaluate": ("autotelic.evaluation", None),  # a callable module: autotelic.evaluate(target, ...)
     "load_config": ("autotelic.loading", "load_config"),
     "RunConfig": ("autotelic.config", "RunConfig"),
     "ConfigError": ("autotelic.config", "ConfigError"),
