@@ -65,7 +65,7 @@ from autotelic.config import RunConfig
 from autotelic.loading import load_config
 from autotelic.run_evaluation import evaluate_heldout
 from autotelic.trainer import Trainer
-from autotelic.types import Task
+from autotelic.types import SHARE_PREFIX, Task
 
 RECIPE = artifacts.REPO / "recipes" / "default.yaml"
 ARMS = ("autotelic_default", "trl")
@@ -102,6 +102,9 @@ class ArmResult:
     eval_seconds: float = 0.0
     torch_threads: int = 0
     cpus: list[int] = field(default_factory=list)
+    # autotelic: what each step drew and earned (mean reward per family, the curriculum's shares, kept groups),
+    # so that a seed that stalls can be read afterwards
+    steps: list[dict[str, float]] = field(default_factory=list)
 
 
 class Schedule:
@@ -146,6 +149,9 @@ class Evaluator:
         return took
 
 
+STEP_KEYS = ("reward/", SHARE_PREFIX, "filter/kept_groups", "filter/rounds")
+
+
 def recipe(spec: ArmSpec, run_dir: Path, *extra: str) -> RunConfig:
     """The default recipe with the bench's overrides, the arm's seed and a scratch run directory."""
     return load_config(RECIPE, [*spec.overrides, f"train.seed={spec.seed}", f"logging.runs_dir={run_dir}",
@@ -160,9 +166,11 @@ def run_autotelic(spec: ArmSpec, run_dir: Path, result: ArmResult) -> None:
     evaluate(0.0, 0)
     while not schedule.over(clock):
         started = time.perf_counter()
-        trainer.step()
+        metrics = trainer.step()
         clock += time.perf_counter() - started
         trainer.state.step += 1  # as Trainer.run counts them
+        result.steps.append({"step": trainer.state.step, "seconds": round(clock, 2),
+                             **{k: round(v, 4) for k, v in metrics.items() if k.startswith(STEP_KEYS)}})
         if schedule.due(clock):
             evaluate(clock, trainer.state.step)
 

@@ -98,6 +98,11 @@ def test_bench_end_to_end_on_a_tiny_budget(tmp_path):
     # the same untrained model, the same evaluator: the arms start equal
     assert rows["trl"]["curve"][0]["accuracy"] == rows["autotelic_default"]["curve"][0]["accuracy"]
     assert rows["trl"]["settings"]["group"] == 2 and rows["trl"]["settings"]["prompts"] == 2
+    # what each of our steps drew and earned is kept, so a stalled seed can be read from the artifact
+    ours = rows["autotelic_default"]["steps"]
+    assert [s["step"] for s in ours] == list(range(1, rows["autotelic_default"]["curve"][-1]["step"] + 1))
+    assert all(0 <= s["reward/mean"] <= 1 and any(k.startswith("curriculum/share/") for k in s) for s in ours)
+    assert rows["trl"]["steps"] == []
 
     target = rows["trl"]["curve"][-1]["accuracy"]
     reached = {name: seconds_to_reach(row["curve"], target) for name, row in rows.items()}
