@@ -64,6 +64,7 @@ OVERRIDES = [
     (["control.min_group_size=8", "control.max_group_size=4"],
      "control.max_group_size must be at least control.min_group_size (8), got 4"),
     (["control.max_tokens_per_step=0"], "control.max_tokens_per_step must be at least 1"),
+    (["control.max_samples_per_step=0"], "control.max_samples_per_step must be at least 1"),
     (["control.early_exit_probe=0"], "control.early_exit_probe must be at least 1"),
     (["control.max_turns=0"], "control.max_turns must be at least 1"),
     (["filter.keep_top_fraction=0"], "filter.keep_top_fraction must lie in (0, 1]"),
@@ -154,6 +155,8 @@ OVERRIDES = [
     (["dist.env_workers=1"], "generate.mode=sample has none"),
     (["control.max_tokens_per_step=100"], "control.max_tokens_per_step=100 fits no task (generate.group_size "
                                            "x control.max_new_tokens = 192 tokens at most): set it to 192 or more"),
+    (["control.max_samples_per_step=4"], "control.max_samples_per_step=4 fits no task (one task is "
+                                          "generate.group_size = 8 samples): set it to 8 or more"),
     (["curriculum.families=[add, algebra]"], "unknown task family 'algebra'"),  # found as the run starts
 ]
 

@@ -18,7 +18,8 @@ TINY = ["control.tasks_per_step=2", "generate.group_size=2", "control.max_new_to
 @pytest.mark.slow
 def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_binds(tmp_path):
     done = subprocess.run([sys.executable, str(BENCH / "ablate_pipeline.py"), "--steps", "2", "--max-minutes", "0.0001",
-                           "--seeds", "2", "--heldout", "4", "--parallel", "--runs-dir", str(tmp_path / "runs"),
+                           "--seeds", "2", "--heldout", "4", "--parallel", "--budget", "samples",
+                           "--runs-dir", str(tmp_path / "runs"),
                            "--results-dir", str(tmp_path / "results"), *TINY],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -33,5 +34,10 @@ def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_bin
                                                                   ("plain", 1)]
     assert all(row["time_cap_bound"] and row["steps"] == 1 and row["steps_wanted"] == 2 for row in rows)
     assert len(record["summary"]["time_cap_bound"]) == 4 and record["summary"]["execution"].startswith("parallel")
+    # --budget samples: both arms capped at tasks_per_step x group_size = 4 samples (and 32 tokens) a step
+    assert {k: record["summary"][k] for k in ("budget", "max_samples_per_step", "max_tokens_per_step")} == \
+        {"budget": "samples", "max_samples_per_step": 4, "max_tokens_per_step": 32}
+    assert all(row["samples_per_step"] <= 4 for row in rows)
+    assert {row["samples_per_step"] for row in rows if row["arm"] == "plain"} == {4}
     assert "FLAG plain seed 0: the time cap bound" in done.stdout
     assert done.stdout.strip().splitlines()[-1].startswith("pipeline_vs_plain: gain_points=")

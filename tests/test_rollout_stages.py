@@ -112,6 +112,20 @@ def test_budget_caps_tasks_and_tokens():
     assert budget.enforce(groups) == 40 + 10 + 51
     assert [g.dropped_by for g in groups] == [None, None, "token_budget"]
     assert Budget(8, 4, 10).plan(3) == 3
+    samples = Budget(tasks_per_step=8, group_size=4, max_new_tokens=10, max_samples_per_step=20)
+    assert samples.plan() == 5 and samples.plan(8, samples_spent=12) == 2 and samples.plan(8, samples_spent=17) == 0
+
+
+def test_a_sample_cap_stops_dynamic_sampling_at_the_same_samples_as_one_round():
+    """control.max_samples_per_step: refills draw only the samples one plain round would (equal budgets)."""
+    capped, worker = _pipeline([1, 2], dynamic_sampling=True, max_rounds=10)
+    capped.budget = Budget(4, 4, 3, max_samples_per_step=16)
+    out = capped.collect(0)
+    assert out.metrics["generate/samples"] == 16 and len(worker.calls) == 1
+    wider, worker = _pipeline([1, 2], dynamic_sampling=True, max_rounds=10)
+    wider.budget = Budget(4, 4, 3, max_samples_per_step=24)
+    out = wider.collect(0)
+    assert out.metrics["generate/samples"] == 24 and worker.calls[1:] == [[4, 4]]  # one refill, to the cap
 
 
 def test_adaptive_group_sizes_favour_uncertain_tasks():

@@ -205,7 +205,7 @@ def build_pipeline(config: RunConfig, policy: PolicyBackend, curriculum: Curricu
         scorer=build_scorer(config, policy),
         filters=build_filters(config),
         budget=Budget(control.tasks_per_step, config.generate.group_size, control.max_new_tokens,
-                      control.max_tokens_per_step),
+                      control.max_tokens_per_step, control.max_samples_per_step),
         replay=replay, dynamic_sampling=cfg.dynamic_sampling, max_rounds=cfg.max_rounds,
         keep_top_fraction=cfg.keep_top_fraction,
         adaptive_sizes=(control.min_group_size, control.max_group_size) if control.adaptive_group_size else None,

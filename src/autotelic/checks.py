@@ -115,6 +115,10 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     if control.max_tokens_per_step is not None and control.max_tokens_per_step < worst_group:
         problems.append(f"control.max_tokens_per_step={control.max_tokens_per_step} fits no task (generate.group_size "
                         f"x control.max_new_tokens = {worst_group} tokens at most): set it to {worst_group} or more")
+    if control.max_samples_per_step is not None and control.max_samples_per_step < config.generate.group_size:
+        problems.append(f"control.max_samples_per_step={control.max_samples_per_step} fits no task (one task is "
+                        f"generate.group_size = {config.generate.group_size} samples): set it to "
+                        f"{config.generate.group_size} or more")
     problems += async_problems(config)
     if config.dist.env_workers and not mode.holds_envs(config):
         problems.append(f"dist.env_workers holds the environments of generate.mode=episode (or "

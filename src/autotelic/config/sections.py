@@ -147,6 +147,9 @@ class ControlConfig:
     """Hard cap on completion length (all turns of an episode together)."""
     max_tokens_per_step: int | None = None
     """Completion-token budget per step: fewer tasks are planned, groups past it are dropped."""
+    max_samples_per_step: int | None = None
+    """Samples generated per step at most, dynamic sampling's refills included (a task is planned at
+    generate.group_size samples; tree branches and self-play's second seat come on top): equal sample budgets."""
     tasks_per_step: int = 8
     """Tasks (prompts) per step; samples per step = tasks_per_step * group_size."""
     adaptive_group_size: bool = False
@@ -169,6 +172,7 @@ class ControlConfig:
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.max_new_tokens", self.max_new_tokens),
                 *count(f"{key}.max_tokens_per_step", self.max_tokens_per_step),
+                *count(f"{key}.max_samples_per_step", self.max_samples_per_step),
                 *count(f"{key}.tasks_per_step", self.tasks_per_step),
                 *count(f"{key}.min_group_size", self.min_group_size),
                 *rule(self.max_group_size >= self.min_group_size, f"{key}.max_group_size", self.max_group_size,

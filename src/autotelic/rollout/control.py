@@ -1,6 +1,6 @@
 """Control: how much to generate, where to spend it, and what to do with overlong samples.
 
-- ``Budget.plan`` sizes a generation round by the sample and token budgets; ``enforce`` drops
+- ``Budget.plan`` sizes a generation round by the task, sample and token budgets; ``enforce`` drops
   groups past the step's completion-token budget (``token_budget``).
 - ``adaptive_group_sizes`` spreads the step's samples over tasks by their estimated pass rate p:
   more where p(1-p) is high (the outcome is uncertain), fewer where p is near 0 or 1.
@@ -23,14 +23,18 @@ class Budget:
     group_size: int
     max_new_tokens: int
     max_tokens_per_step: int | None = None
+    max_samples_per_step: int | None = None
 
-    def plan(self, tasks_wanted: int | None = None, tokens_spent: int = 0) -> int:
-        """Tasks to generate now: what is wanted, capped so the worst case fits the token budget left."""
+    def plan(self, tasks_wanted: int | None = None, tokens_spent: int = 0, samples_spent: int = 0) -> int:
+        """Tasks to generate now: what is wanted, capped so the worst case fits the token and sample budgets left
+        (a task is planned at ``group_size`` samples of ``max_new_tokens`` tokens)."""
         wanted = self.tasks_per_step if tasks_wanted is None else tasks_wanted
-        if self.max_tokens_per_step is None:
-            return wanted
-        worst_case_per_task = self.group_size * self.max_new_tokens
-        return max(0, min(wanted, (self.max_tokens_per_step - tokens_spent) // worst_case_per_task))
+        if self.max_tokens_per_step is not None:
+            worst_case_per_task = self.group_size * self.max_new_tokens
+            wanted = min(wanted, (self.max_tokens_per_step - tokens_spent) // worst_case_per_task)
+        if self.max_samples_per_step is not None:
+            wanted = min(wanted, (self.max_samples_per_step - samples_spent) // self.group_size)
+        return max(0, wanted)
 
     def enforce(self, groups: list[Group]) -> int:
         """Drop kept groups beyond the token budget; returns the completion tokens spent."""

@@ -127,14 +127,15 @@ class RolloutPipeline:
 
     def _plan(self, groups: list[Group]) -> tuple[list[Task], list[int]]:
         """Control: how many tasks this round draws (after the first, over-sampled by the keep rate seen so
-        far, DAPO's dynamic sampling), within the token budget left; which tasks; how many samples each."""
+        far, DAPO's dynamic sampling), within the token and sample budgets left; which tasks; how many samples each."""
         started = time.perf_counter()
         target, kept = self.budget.tasks_per_step, sum(g.kept for g in groups)
         need = target - kept
         if groups:
             keep_rate = max(kept / len(groups), 1 / target)
             need = min(target, math.ceil(need / keep_rate))
-        count = self.budget.plan(need, sum(g.num_completion_tokens for g in groups))
+        tokens, samples = sum(g.num_completion_tokens for g in groups), sum(len(g.samples) for g in groups)
+        count = self.budget.plan(need, tokens, samples)
         tasks = self.curriculum.next_tasks(count) if count else []
         sizes = self._sizes(tasks)
         self._timed("control", started)
