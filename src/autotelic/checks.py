@@ -12,8 +12,9 @@ from autotelic.backends.hf import model_dir_problem, read_chat_template, resolve
 from autotelic.backends.vllm import require_vllm, vllm_problems
 from autotelic.config import ConfigError, RunConfig, missing_package
 from autotelic.curricula.evolve import OPERATIONS, unknown_operation
-from autotelic.envs import make_env_factory, make_game_factory
+from autotelic.envs import make_game_factory
 from autotelic.modes import get_mode
+from autotelic.modes.environments import run_env_factory
 from autotelic.evaluation import DECODINGS
 from autotelic.rewards import is_custom, reward_names
 from autotelic.rewards.custom import reward_problems
@@ -130,9 +131,10 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     problems += vllm_problems(config)
     if config.vllm.enabled:  # before the model loads: name a missing package or GPU first
         require_vllm(config.vllm)
-    if config.generate.env is not None:  # an unknown name stops here, with the known ones listed
-        (make_game_factory(config.generate.env) if mode.games
-         else make_env_factory(config.generate.env, config.generate.env_args))
+    if config.generate.env is not None and mode.games:  # an unknown name stops here, with the known ones listed
+        make_game_factory(config.generate.env)
+    elif config.generate.env is not None:
+        run_env_factory(config)
     if config.generate.opponent != "self" and not mode.games:
         problems.append(f"generate.opponent={config.generate.opponent} needs generate.mode=selfplay, not {name}")
     labelled = [r.name for r in config.filter.rewards if r.name in LABELLED_REWARDS]
