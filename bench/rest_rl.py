@@ -34,7 +34,7 @@ from autotelic.checks import sandbox_isolation
 from autotelic.vm_mcts import decoding_for
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
-ARMS = (Arm("grpo", ("curriculum.prefix_fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
+ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
                      "value.enabled=false"), RECIPE),
         Arm("rest", (), RECIPE))
 

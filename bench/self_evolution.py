@@ -51,7 +51,7 @@ ABLATIONS: dict[str, tuple[str, ...]] = {
     "comas": ("discussion.agents=1",),
     "agent0": ("generate.mode=sample", "generate.group_size=8", "filter.rewards=[{name: majority_vote}]",
                "filter.pass_rate_band=[0.3, 0.8]"),
-    "spiral": ("generate.opponent=frozen",),
+    "spiral": ("selfplay.opponent=frozen",),
 }
 ABLATION_GROUP = 8  # agent0's ablation: answers per fixed prompt
 
@@ -78,7 +78,7 @@ def spiral_wins(run: ArmRun, budget: Budget) -> float:
     config: RunConfig = arm_config(run.arm, budget)
     base = HFPolicy(config.model, seed=config.eval.seed)
     sampler = SelfPlaySampler(trained_policy(run, config), make_game_factory(config.generate.env),
-                              config.generate.temperature, max_turns=config.control.max_turns, opponent=base)
+                              config.generate.temperature, max_turns=config.episode.max_turns, opponent=base)
     deals = heldout_of(run.arm, budget)
     games = 2 * -(-budget.heldout // (2 * len(deals)))  # per deal, even: as many in either seat
     torch.manual_seed(config.eval.seed)

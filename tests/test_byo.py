@@ -485,7 +485,7 @@ def test_a_user_environment_episode_masks_the_environment_turns(embedded_dir, mo
 def test_own_environment_example_trains_through_the_cli(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(OWN_ENV)}
     command = [sys.executable, "-m", "autotelic.cli", "run", "generate.mode=episode", "generate.env=counting_game",
-               "control.max_turns=2", "control.turn_tokens=6", "filter.drop_zero_variance=false", *TINY,
+               "episode.max_turns=2", "episode.turn_tokens=6", "filter.drop_zero_variance=false", *TINY,
                "eval.levels=[1]",
                f"logging.runs_dir={tmp_path}", "logging.run_name=env"]
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -505,7 +505,7 @@ def test_an_installed_environment_trains_through_the_python_api(tmp_path, monkey
     _install_counting_game(site, monkeypatch)
     summary = autotelic.train(overrides=TINY + [f"logging.runs_dir={tmp_path}", "logging.run_name=api_env"],
                               generate={"mode": "episode", "env": "counting_fn", "env_args": {"turns": 2}},
-                              control={"max_turns": 2, "turn_tokens": 6}, filter={"drop_zero_variance": False},
+                              episode={"max_turns": 2, "turn_tokens": 6}, filter={"drop_zero_variance": False},
                               eval={"levels": [1]})
     assert summary["steps"] == 1 and summary["eval_before"]["by_family"].keys() == {"counting"}
     rows = _rollouts(tmp_path / "api_env")
@@ -570,3 +570,23 @@ def test_a_model_from_the_local_hugging_face_cache_with_its_own_chat_template(tm
     resolved, problem, rendered = result.stdout.strip().splitlines()
     assert resolved == f"{snapshot} {snapshot}" and problem == "None"
     assert rendered == "'<<hi>>A:' torch.bfloat16"
+
+
+# ---- an own generation mode: an installed package's entry point -------------------------------------------------
+@pytest.mark.slow
+def test_an_installed_generation_mode_is_selected_by_name_and_trains(tmp_path, monkeypatch):
+    """The example mode (examples/own_mode) announced under ``autotelic.generation_modes``: the run generates
+    every group with it (half the samples at twice the temperature) and trains, knowing the mode only by name."""
+    _dist_info(tmp_path, "temperature-ladder-mode", "[autotelic.generation_modes]\n"
+                                                      "temperature_ladder = temperature_ladder:MODE\n")
+    monkeypatch.syspath_prepend(str(OWN_ENV.parent / "own_mode"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    summary = autotelic.train(overrides=TINY + [f"logging.runs_dir={tmp_path}", "logging.run_name=own_mode",
+                                                "generate.mode=temperature_ladder", "generate.group_size=3",
+                                                "filter.drop_zero_variance=false"])
+    assert summary["steps"] == 1
+    rows = _rollouts(tmp_path / "own_mode")
+    per_prompt = {}
+    for row in rows:
+        per_prompt[row["prompt"]] = per_prompt.get(row["prompt"], 0) + 1
+    assert len(per_prompt) == 2 and set(per_prompt.values()) == {3}  # the cool and the hot halves, merged

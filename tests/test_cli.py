@@ -104,7 +104,7 @@ def test_pairs_from_a_runs_rollouts(tmp_path):
 def test_config_prints_the_resolved_config_with_each_keys_documentation(tmp_path):
     import yaml
 
-    from autotelic.config import GenerateConfig, to_dict
+    from autotelic.config import TreeConfig, to_dict
     from autotelic.loading import load_config
     from autotelic.config.docs import field_docs
 
@@ -118,12 +118,29 @@ def test_config_prints_the_resolved_config_with_each_keys_documentation(tmp_path
     assert load_config(saved) == expected  # and a recipe that runs exactly that
     assert '  env: "guess_number"  # Episode and selfplay modes: the environment or two-player game' in result.output
     # each documented key shows the first sentence of the docstring under its field
-    assert field_docs(GenerateConfig)["tree_branches"] == ("Tree mode: samples of each group that are branched (at "
-                                                           "their highest-entropy token).")
-    assert "  tree_branches: 2  # Tree mode: samples of each group that are branched" in result.output
+    assert field_docs(TreeConfig)["branches"] == ("Samples of each group that are branched (at their highest-entropy "
+                                                  "token).")
+    assert "tree:\n  branches: 2  # Samples of each group that are branched" in result.output
     assert "  steps: 3" in result.output and "  temperature: 0.5" in result.output
     assert "bogus" in _error(["config", "bogus.key=1"])
 
+
+
+def test_every_key_is_documented_and_the_reference_and_default_recipe_are_generated_from_it():
+    """docs/config.md and recipes/default.yaml are what ``autotelic config`` prints from the dataclasses, so they
+    cannot drift from the code; every key has its line of documentation."""
+    from autotelic.config import RunConfig
+    from autotelic.config.docs import describe_run_config, markdown_reference
+
+    reference = markdown_reference(RunConfig())
+    assert (RECIPES.parent / "docs" / "config.md").read_text() == reference, "run: autotelic config --markdown"
+    rows = [line for line in reference.splitlines() if line.startswith("| `")]
+    assert len(rows) > 150 and not [row for row in rows if row.endswith("|  |")]  # no key without its doc
+    assert "| `branches` | `2` | Samples of each group that are branched" in reference
+    default = (RECIPES / "default.yaml").read_text()
+    assert default.split("\n", 3)[3] == describe_run_config(RunConfig())  # below its three lines of comment
+    result = runner.invoke(app, ["config", "--markdown", "tree.branches=4"])
+    assert result.exit_code == 0 and "| `branches` | `4` |" in result.output
 
 def test_recipes_lists_each_shipped_recipe_in_one_line():
     result = runner.invoke(app, ["recipes"])

@@ -226,7 +226,7 @@ def test_env_workers_hold_the_training_episodes_sandboxes(cluster, tmp_path):
     step goes through them, and greedy episodes there equal the same episodes in the driver."""
     config = load_config(None, CONFIG + ["generate.mode=episode", "generate.env=python", "dist.env_workers=2",
                                          "curriculum.families=[rg_chain_sum]", "filter.rewards=[{name: env}]",
-                                         "filter.drop_zero_variance=false", "control.max_turns=2",
+                                         "filter.drop_zero_variance=false", "episode.max_turns=2",
                                          "control.max_new_tokens=48", "control.tasks_per_step=2",
                                          "generate.group_size=2", f"logging.runs_dir={tmp_path}",
                                          "logging.run_name=run"])
@@ -249,7 +249,7 @@ def test_env_actors_of_a_rollout_worker_are_replaced_and_counted(cluster):
     """With rollout workers, each holds its own environment actors: one killed between steps is replaced inside
     its worker, the next episodes run, and the pool reports the replacement for dist/env_worker_restarts."""
     config = load_config(None, CONFIG + ["generate.mode=episode", "generate.env=guess_number", "dist.env_workers=1",
-                                         "control.max_turns=2"])
+                                         "episode.max_turns=2"])
     pool = RayRolloutPool(partial(build_rollout_worker, config), workers=1)
     tasks = [Task("Guess my number between 1 and 100.", str(secret), "guess_number", 1, f"g{secret}")
              for secret in (37, 80)]

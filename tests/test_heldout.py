@@ -90,7 +90,7 @@ def test_no_training_draw_of_any_recipe_is_a_heldout_task(recipe):
     hits = [t for t in drawn if t.uid in uids or normalise(t.prompt) in prompts]
     assert not hits, f"{len(hits)} of {len(drawn)} draws are held out, e.g. {hits[0].prompt!r}"
     derived = [t for t in drawn if t.response_prefix or "parent" in t.meta]  # prefixes, failure cuts, evolved
-    if config.curriculum.prefix_fraction or config.curriculum.failure_fraction or evolving is not None:
+    if config.curriculum.prefixes.fraction or config.curriculum.failure_fraction or evolving is not None:
         assert derived, "the recipe's derived tasks were never drawn: the check above did not reach them"
     if evolving is not None:  # half the rewrites were held-out questions: only the new ones joined the pool
         children = [c["prompt"] for e in evolving.events for c in e["children"]]

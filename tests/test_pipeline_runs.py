@@ -72,7 +72,7 @@ def test_dapo_with_dynamic_sampling_sec_curriculum_overlong_shaping_and_adaptive
 
 def test_gspo_on_tree_rollouts_trains_shared_prefixes_once(tmp_path):
     _, steps, rollouts = _run(tmp_path, "gspo-tree", [
-        "algorithm.name=gspo", "generate.mode=tree", "generate.tree_branches=2", "generate.tree_branch_samples=2",
+        "algorithm.name=gspo", "generate.mode=tree", "tree.branches=2", "tree.branch_samples=2",
         "generate.temperature=1.0", "filter.drop_zero_variance=false"])
     branches = [r for r in rollouts if "parent" in r]
     assert branches and all(r["branch_at"] >= 1 for r in branches)
@@ -83,7 +83,7 @@ def test_gspo_on_tree_rollouts_trains_shared_prefixes_once(tmp_path):
 
 def test_rloo_partial_rollouts_with_replay_buffer_and_decoupled_correction(tmp_path):
     _, steps, _ = _run(tmp_path, "rloo-partial", [
-        "algorithm.name=rloo", "generate.mode=partial", "generate.partial_segment_tokens=4", "train.steps=3",
+        "algorithm.name=rloo", "generate.mode=partial", "partial.segment_tokens=4", "train.steps=3",
         "replay.name=buffer", "replay.replay_groups=2", "algorithm.off_policy=decoupled",
         "filter.drop_zero_variance=false", "control.max_new_tokens=8"], steps=3)
     # 8-token answers take two 4-token segments: step 1 only starts them, step 2 finishes them
@@ -96,7 +96,7 @@ def test_rloo_partial_rollouts_with_replay_buffer_and_decoupled_correction(tmp_p
 def test_reinforce_pp_on_multi_turn_episodes_with_the_environment_return(tmp_path):
     _, steps, rollouts = _run(tmp_path, "episodes", [
         "algorithm.name=reinforce_pp", "generate.mode=episode", "generate.env=guess_number",
-        "curriculum.families=[guess_number]", "control.max_turns=3", "control.max_new_tokens=40",
+        "curriculum.families=[guess_number]", "episode.max_turns=3", "control.max_new_tokens=40",
         "eval.max_new_tokens=8", "filter.rewards=[{name: env}]", "filter.drop_zero_variance=false",
         "generate.temperature=1.0"], recipe="guess-number")
     assert all(r["turns"] >= 1 and len(r["observations"]) == r["turns"] for r in rollouts)
@@ -112,7 +112,7 @@ def test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume(tmp_
         "algorithm.name=spiral", "algorithm.rae_decay=0.5", "generate.mode=selfplay", "generate.env=textarena",
         "curriculum.families=[ta_kuhn_poker]", "curriculum.levels=[1]", "curriculum.name=uniform",
         "filter.rewards=[{name: env}]", "filter.drop_zero_variance=false", "control.tasks_per_step=2",
-        "generate.group_size=2", "control.max_turns=4", "control.max_new_tokens=32", "generate.temperature=1.0"], recipe="spiral")
+        "generate.group_size=2", "episode.max_turns=4", "control.max_new_tokens=32", "generate.temperature=1.0"], recipe="spiral")
     roles = ["ta_kuhn_poker/p0", "ta_kuhn_poker/p1"]
     for step in (1, 2):
         rows = [r for r in rollouts if r["step"] == step]

@@ -22,6 +22,7 @@ from autotelic.rollout.propose import (
     ProposerReward,
     ProposeSampler,
     cluster_sizes,
+    filters,
     in_band,
     learnability,
     parse_proposal,
@@ -32,7 +33,8 @@ from autotelic.rollout.propose import (
 from autotelic.rollout.propose_code import CODE_INSTRUCTION, Program, answer_matches, parse_program
 from autotelic.tasks.numbers import FORMAT
 from autotelic.checks import TrainingError, check_combination
-from autotelic.types import Task
+from autotelic.rollout.filter import apply_filters
+from autotelic.types import Group, Task
 
 NO_HELDOUT = HeldOut(())
 
@@ -169,7 +171,7 @@ def test_code_proposals_are_labelled_by_running_them_in_the_sandbox(tmp_path):
 
     sampler = ProposeSampler(ScriptedPolicy(choose), NO_HELDOUT, answers=4, band=(0.1, 0.9), kind="code",
                              reward=ProposerReward(repetition_penalty=1.0, tool_bonus=0.0, edge=learnability))
-    groups = sampler.generate([_seed(), _seed("What is 2 + 5?")], 4, 200)
+    groups = _filtered(sampler.generate([_seed(), _seed("What is 2 + 5?")], 4, 200), sampler.band)
     proposers, executors = groups[:2], groups[2:]
     assert proposers[0].task.prompt == CODE_INSTRUCTION
     assert [g.task.prompt for g in executors] == [
@@ -218,7 +220,13 @@ def _run(phase_steps: int = 0, rounds: int = 0):
                              reward=ProposerReward(repetition_penalty=1.0, duplicate_threshold=0.5, tool_bonus=0.1,
                                                    invalid_reward=-1.0))
     sampler.rounds = rounds
-    return sampler.generate([_seed(), _seed("What is 2 + 5?")], 4, 64)
+    return _filtered(sampler.generate([_seed(), _seed("What is 2 + 5?")], 4, 64), sampler.band)
+
+
+def _filtered(groups: list[Group], band: tuple[float, float]) -> list[Group]:
+    """The groups after the mode's filters, as the pipeline applies them: the band's misses, the role at rest."""
+    apply_filters(groups, filters(band))
+    return groups
 
 
 def test_rewards_band_and_pseudo_labels_by_hand():
@@ -272,7 +280,7 @@ def test_the_phase_clock_counts_calls_and_resumes_from_its_state():
     assert sampler.state_dict() == {"rounds": 3}
     resumed = ProposeSampler(sampler.policy, NO_HELDOUT, answers=2, phase_steps=1)
     resumed.load_state_dict(sampler.state_dict())
-    groups = resumed.generate([_seed()], 2, 16)  # round 3: the executor's, so the proposer group is dropped
+    groups = _filtered(resumed.generate([_seed()], 2, 16), resumed.band)  # round 3: the executor's, so the proposer group is dropped
     assert [g.dropped_by for g in groups] == ["phase"]
     assert [s.info["proposal"] for s in groups[0].samples] == [{"question": None}] * 2
 

@@ -28,7 +28,10 @@ from autotelic.backends.vllm import (
     vllm_problems,
 )
 from autotelic.config import ConfigError, VLLMConfig
+from autotelic.algorithms import get_algorithm
+from autotelic.checks import check_run
 from autotelic.loading import load_config
+from autotelic.modes import get_mode
 from autotelic.run_state import new_run_dir
 from autotelic.trainer import Trainer
 
@@ -86,13 +89,21 @@ def test_sampling_settings_follow_hf_generate():
     assert (greedy["n"], greedy["temperature"], greedy["top_p"]) == (1, 0.0, 1.0)
 
 
+def _vllm_problems(overrides: list[str]) -> list[str]:
+    config = load_config(None, overrides)
+    return vllm_problems(config.vllm, config.model.lora, bool(config.dist.rollout_workers))
+
+
 def test_settings_vllm_cannot_serve_are_named():
-    assert vllm_problems(load_config(None, ["generate.mode=tree"])) == []  # vllm off: nothing to check
-    problems = vllm_problems(load_config(None, ["vllm.enabled=true", "generate.mode=tree"]))
-    assert len(problems) == 1 and "generate.mode=tree" in problems[0] and "entropies" in problems[0]
-    assert vllm_problems(load_config(None, ["vllm.enabled=true"])) == []
-    problems = vllm_problems(load_config(None, ["vllm.enabled=true", "vllm.sleep=true", "dist.rollout_workers=1"]))
+    assert _vllm_problems(["vllm.sleep=true", "dist.rollout_workers=1"]) == []  # vllm off: nothing to check
+    assert _vllm_problems(["vllm.enabled=true"]) == []
+    problems = _vllm_problems(["vllm.enabled=true", "vllm.sleep=true", "dist.rollout_workers=1"])
     assert len(problems) == 1 and problems[0].startswith("vllm.sleep=true")
+    # a mode vLLM cannot serve says so itself
+    tree, grpo = get_mode("tree"), get_algorithm("grpo")
+    assert tree.problems(load_config(None, ["generate.mode=tree"]), grpo) == []
+    problems = tree.problems(load_config(None, ["vllm.enabled=true", "generate.mode=tree"]), grpo)
+    assert len(problems) == 1 and "generate.mode=tree" in problems[0] and "entropies" in problems[0]
 
 
 def test_vllm_policy_implements_the_whole_backend_protocol():
@@ -171,9 +182,9 @@ def test_merged_weights_of_full_fine_tuning_are_the_state_dict():
 def test_building_without_vllm_stops_before_any_engine(lora_policy, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(BackendError, match=r"pip install 'autotelic\[vllm\]'"):
-        build_vllm_generation_policy(load_config(None, ["vllm.enabled=true"]), lora_policy)
-    with pytest.raises(BackendError, match="generate.mode=tree"):
-        build_vllm_generation_policy(load_config(None, ["vllm.enabled=true", "generate.mode=tree"]), lora_policy)
+        build_vllm_generation_policy(load_config(None, ["vllm.enabled=true"]).vllm, lora_policy)
+    with pytest.raises(ConfigError, match="cannot serve generate.mode=tree"):
+        check_run(load_config(None, ["vllm.enabled=true", "generate.mode=tree"]))
 
 
 # ---- a real engine: vLLM's CPU build (scripts/install.sh test installs it) ------------------------

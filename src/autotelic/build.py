@@ -71,9 +71,10 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
         if cur.evolve.every:
             evolve = cur.evolve
             curriculum = EvolvingPromptPool(curriculum, evolve.every, evolve.fraction, evolve.old_fraction, seed)
-    if cur.prefix_fraction > 0:
-        curriculum = PrefixCurriculum(curriculum, cur.prefix_fraction, cur.prefix_per_solution, cur.prefix_decay,
-                                      cur.prefix_min_reward, seed=seed)
+    if cur.prefixes.fraction > 0:
+        prefixes = cur.prefixes
+        curriculum = PrefixCurriculum(curriculum, prefixes.fraction, prefixes.per_solution, prefixes.decay,
+                                      prefixes.min_reward, seed=seed)
     if cur.failure_fraction > 0:
         curriculum = FailureCurriculum(curriculum, heldout, cur.failure_fraction)
     return curriculum
@@ -90,7 +91,7 @@ def build_agents(config: RunConfig) -> list[HFPolicy]:
 def build_generation(config: RunConfig, policy: HFPolicy) -> PolicyBackend:
     """What samples the driver's rollouts: the policy itself, or a vLLM engine on its weights."""
     in_process_vllm = config.vllm.enabled and not config.dist.rollout_workers
-    return build_vllm_generation_policy(config, policy) if in_process_vllm else policy
+    return build_vllm_generation_policy(config.vllm, policy) if in_process_vllm else policy
 
 
 def build_evolver(config: RunConfig, policy: PolicyBackend) -> PromptEvolver:
@@ -133,8 +134,11 @@ def build_scorer(config: RunConfig, policy: PolicyBackend | None) -> Scorer:
 
 
 def build_filters(config: RunConfig) -> list[GroupFilter]:
+    """The mode's own filters (they name a group's reason first), then the run's."""
     cfg = config.filter
-    filters: list[GroupFilter] = [ZeroVarianceFilter()] if cfg.drop_zero_variance else []
+    filters = [*get_mode(config.generate.mode).filters(config)]
+    if cfg.drop_zero_variance:
+        filters.append(ZeroVarianceFilter())
     if cfg.min_reward_std > 0:
         filters.append(MinStdFilter(cfg.min_reward_std))
     if cfg.pass_rate_band is not None:
@@ -165,7 +169,7 @@ def build_rollout_worker(config: RunConfig, index: int) -> tuple[PolicyBackend, 
     config = _worker_config(config)
     configure_sandbox(config.sandbox.isolation)  # its generator may run code (a python tool, code proposals)
     policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1))
-    generation = build_vllm_generation_policy(config, policy) if config.vllm.enabled else policy
+    generation = build_vllm_generation_policy(config.vllm, policy) if config.vllm.enabled else policy
     return generation, build_generator(config, generation, build_heldout(config))  # the driver's, from the config
 
 

@@ -13,7 +13,7 @@ from autotelic.backends.vllm import require_vllm, vllm_problems
 from autotelic.config import ConfigError, RunConfig, missing_package
 from autotelic.curricula.evolve import OPERATIONS, unknown_operation
 from autotelic.envs import make_game_factory
-from autotelic.modes import get_mode
+from autotelic.modes import Mode, get_mode
 from autotelic.modes.environments import run_env_factory
 from autotelic.evaluation import DECODINGS
 from autotelic.rewards import is_custom, reward_names
@@ -100,11 +100,18 @@ def model_problems(config: RunConfig) -> list[str]:
     return problems
 
 
+def run_mode(config: RunConfig) -> Mode:
+    """The run's generation mode; an unknown name stops in one line listing the valid ones (plug-ins' included)."""
+    try:
+        return get_mode(config.generate.mode)
+    except ValueError as error:
+        raise TrainingError(f"generate.mode: {error}") from None
+
+
 def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     """Settings that are each valid but do not work together, named before the model loads: the rules across
     sections here, the generation mode's own (``Mode.problems``) from its module."""
-    control, name = config.control, config.generate.mode
-    mode = get_mode(name)
+    control, name, mode = config.control, config.generate.mode, run_mode(config)
     problems = []
     if spec.advantage in ADVANTAGE_ESTIMATORS or spec.name == "online_dpo":  # baselines or pairs within a group
         key = "control.min_group_size" if control.adaptive_group_size else "generate.group_size"
@@ -128,15 +135,13 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         problems.append(f"reward '{rewards_on_the_policy(config)[0]}' runs the policy being trained, which reward "
                         "workers do not hold: give the judge its own model (options.model) or set "
                         "dist.reward_workers=0")
-    problems += vllm_problems(config)
-    if config.vllm.enabled:  # before the model loads: name a missing package or GPU first
-        require_vllm(config.vllm)
+    problems += vllm_problems(config.vllm, config.model.lora, bool(config.dist.rollout_workers))
     if config.generate.env is not None and mode.games:  # an unknown name stops here, with the known ones listed
         make_game_factory(config.generate.env)
     elif config.generate.env is not None:
         run_env_factory(config)
-    if config.generate.opponent != "self" and not mode.games:
-        problems.append(f"generate.opponent={config.generate.opponent} needs generate.mode=selfplay, not {name}")
+    if config.selfplay.opponent != "self" and not mode.games:
+        problems.append(f"selfplay.opponent={config.selfplay.opponent} needs generate.mode=selfplay, not {name}")
     labelled = [r.name for r in config.filter.rewards if r.name in LABELLED_REWARDS]
     if config.curriculum.name == "test_time" and labelled:
         problems.append(f"curriculum.name=test_time trains on the held-out prompts, so reward '{labelled[0]}' would "
@@ -162,6 +167,8 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     problems += mode.problems(config, spec)
     if problems:
         raise TrainingError("; ".join(problems))
+    if config.vllm.enabled:  # before the model loads: name a missing package or GPU
+        require_vllm(config.vllm)
 
 
 def runs_model_code(config: RunConfig) -> bool:
@@ -171,7 +178,7 @@ def runs_model_code(config: RunConfig) -> bool:
     return (any(name in CODE_FAMILIES or is_data_family(name) and data_family(name, columns).runs_code
                 for name in config.curriculum.families)
             or any(r.name == "unit_tests" for r in config.filter.rewards) or config.generate.env == "python"
-            or get_mode(config.generate.mode).runs_code(config))
+            or run_mode(config).runs_code(config))
 
 
 def sandbox_isolation(config: RunConfig) -> str | None:

@@ -166,16 +166,17 @@ def pairs(run_dir: Path, out: Path = typer.Option(..., "--out", "-o", help="JSON
 def config_command(
     overrides: Optional[list[str]] = OVERRIDES,
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Recipe YAML (see `autotelic recipes`)."),
+    markdown: bool = typer.Option(False, "--markdown", help="A Markdown table per section instead (docs/config.md)."),
 ) -> None:
     """Print the resolved config (defaults, then the recipe, then overrides) as YAML, each key with its
     documentation; save it and pass it as --config to run exactly that."""
-    from autotelic.config.docs import describe_run_config
+    from autotelic.config.docs import describe_run_config, markdown_reference
 
     try:
         resolved = load_config(config, list(overrides or []))
     except USER_ERRORS as error:
         _fail(error)
-    typer.echo(describe_run_config(resolved), nl=False)
+    typer.echo((markdown_reference if markdown else describe_run_config)(resolved), nl=False)
 
 
 @app.command()

@@ -42,7 +42,7 @@ import torch
 from autotelic.backends import Completion
 from autotelic.backends.batching import group_sizes
 from autotelic.backends.hf import HFPolicy
-from autotelic.config import ConfigError, RunConfig, VLLMConfig
+from autotelic.config import ConfigError, VLLMConfig
 
 
 class BackendError(ConfigError):
@@ -76,22 +76,16 @@ def engine_dtype(settings: VLLMConfig, platform: str) -> str:
     return "float32" if platform == "cpu" else "bfloat16"
 
 
-def vllm_problems(config: RunConfig) -> list[str]:
-    """Settings that vLLM generation cannot serve, each named in one line (empty when vllm.enabled is false)."""
-    settings = config.vllm
+def vllm_problems(settings: VLLMConfig, lora: bool, remote_rollouts: bool) -> list[str]:
+    """Settings that vLLM generation cannot serve, each named in one line (empty when vllm.enabled is false); the
+    generation modes it cannot serve say so in their own ``Mode.problems``."""
     if not settings.enabled:
         return []
     problems = []
-    if config.generate.mode == "tree":
-        problems.append("vllm.enabled=true cannot serve generate.mode=tree: tree rollouts branch at high-entropy "
-                        "tokens and vLLM returns no entropies; use another generate.mode or vllm.enabled=false")
-    if config.generate.mode == "discussion":
-        problems.append("vllm.enabled=true cannot serve generate.mode=discussion: each CoMAS agent is its own model; "
-                        "set vllm.enabled=false")
-    if settings.sleep and config.dist.rollout_workers:
+    if settings.sleep and remote_rollouts:
         problems.append("vllm.sleep=true frees the trainer's GPU between in-process rollouts; with "
                         "dist.rollout_workers the engines live in the workers: set vllm.sleep=false")
-    if settings.weight_sync == "adapter" and not config.model.lora:
+    if settings.weight_sync == "adapter" and not lora:
         problems.append("vllm.weight_sync=adapter hands the engine the LoRA adapter, and model.lora is false: set "
                         "model.lora=true or vllm.weight_sync=merged")
     return problems
@@ -329,11 +323,11 @@ class VLLMPolicy:
         self.policy.load_trainable_state(state)
 
 
-def build_vllm_generation_policy(config: RunConfig, policy: HFPolicy) -> VLLMPolicy:
+def build_vllm_generation_policy(settings: VLLMConfig, policy: HFPolicy) -> VLLMPolicy:
     """The generation policy for ``vllm.enabled=true``: an engine on ``policy``'s model directory, seeded with its
     sampling seed (so Ray rollout actors, seeded by index, sample differently). Raises ``BackendError`` when the
-    config or the machine cannot serve it."""
-    problems = vllm_problems(config)
+    settings or the machine cannot serve it (it serves the process it lives in, never remote rollouts)."""
+    problems = vllm_problems(settings, policy.config.lora, remote_rollouts=False)
     if problems:
         raise BackendError(problems[0])
-    return VLLMPolicy(policy, config.vllm)
+    return VLLMPolicy(policy, settings)

@@ -11,7 +11,16 @@ environment a recipe names, above envs.
 
 from autotelic.config.evaluation import EvalConfig, SearchConfig, ValueConfig
 from autotelic.config.loading import missing_package, save_config, section_overrides, to_dict
-from autotelic.config.modes import DiscussionConfig, OperatorConfig, ProposeConfig, ProposeKind
+from autotelic.config.modes import (
+    DiscussionConfig,
+    EpisodeConfig,
+    OperatorConfig,
+    PartialConfig,
+    ProposeConfig,
+    ProposeKind,
+    SelfplayConfig,
+    TreeConfig,
+)
 from autotelic.config.rules import ConfigError
 from autotelic.config.run import RunConfig
 from autotelic.config.runtime import DistConfig, LoggingConfig, SandboxConfig, VLLMConfig
@@ -24,6 +33,7 @@ from autotelic.config.sections import (
     FilterConfig,
     GenerateConfig,
     ModelConfig,
+    PrefixConfig,
     ReplayConfig,
     RewardSpec,
     TrainConfig,
@@ -31,8 +41,8 @@ from autotelic.config.sections import (
 
 __all__ = [
     "DATA_COLUMNS", "AlgorithmConfig", "ConfigError", "ControlConfig", "CurriculumConfig", "DiscussionConfig",
-    "DistConfig", "EvalConfig", "EvolveConfig", "FilterConfig", "GenerateConfig", "LoggingConfig", "ModelConfig",
-    "OperatorConfig", "ProposeConfig", "ProposeKind", "ReplayConfig", "RewardSpec", "RunConfig", "SandboxConfig",
-    "SearchConfig", "TrainConfig", "VLLMConfig", "ValueConfig", "missing_package", "save_config", "section_overrides",
-    "to_dict",
+    "DistConfig", "EpisodeConfig", "EvalConfig", "EvolveConfig", "FilterConfig", "GenerateConfig", "LoggingConfig",
+    "ModelConfig", "OperatorConfig", "PartialConfig", "PrefixConfig", "ProposeConfig", "ProposeKind", "ReplayConfig",
+    "RewardSpec", "RunConfig", "SandboxConfig", "SearchConfig", "SelfplayConfig", "TrainConfig", "TreeConfig",
+    "VLLMConfig", "ValueConfig", "missing_package", "save_config", "section_overrides", "to_dict",
 ]

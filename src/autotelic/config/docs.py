@@ -16,15 +16,17 @@ from autotelic.config.run import RunConfig
 
 
 @cache
-def field_docs(cls: type) -> dict[str, str]:
-    """Field name -> the first sentence of the string literal right under its annotated assignment."""
+def field_docs(cls: type, whole: bool = False) -> dict[str, str]:
+    """Field name -> the first sentence (``whole``: all) of the string literal right under its annotated
+    assignment."""
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
     docs = {}
     for field_node, doc_node in zip(body, body[1:]):
         if (isinstance(field_node, ast.AnnAssign) and isinstance(field_node.target, ast.Name)
                 and isinstance(doc_node, ast.Expr) and isinstance(doc_node.value, ast.Constant)
                 and isinstance(doc_node.value.value, str)):
-            docs[field_node.target.id] = first_sentence(doc_node.value.value)
+            text = " ".join(doc_node.value.value.split())
+            docs[field_node.target.id] = text if whole else first_sentence(text)
     return docs
 
 
@@ -57,3 +59,33 @@ def _yaml(value: Any) -> str:
 
 def describe_run_config(config: RunConfig) -> str:
     return "\n".join(describe(config)) + "\n"
+
+
+def reference(config: Any, key: str = "") -> list[str]:
+    """Markdown: one table per section (its own sections after it), each key with its value and documentation."""
+    rows, sections, docs = [], [], field_docs(type(config), whole=True)
+    for item in dataclasses.fields(config):
+        value = getattr(config, item.name)
+        if dataclasses.is_dataclass(value):
+            sections.append((f"{key}{item.name}", value))
+        else:
+            doc = docs.get(item.name, "").replace("|", "\\|")
+            rows.append(f"| `{item.name}` | `{_yaml(value)}` | {doc} |")
+    lines = []
+    if rows:
+        about = " ".join((inspect.getdoc(type(config)) or "").split()) if dataclasses.is_dataclass(config) else ""
+        lines += [f"## `{key.rstrip('.')}`", "", *([about, ""] if about and not about.startswith(type(config).__name__)
+                                                     else []),
+                  "| key | default | what it does |", "| --- | --- | --- |", *rows, ""]
+    for name, section in sections:
+        lines += reference(section, f"{name}.")
+    return lines
+
+
+def markdown_reference(config: RunConfig) -> str:
+    """docs/config.md: every key of ``config`` with its value and documentation, by section."""
+    return "\n".join(["# Configuration reference", "",
+                      "Every key, its default and what it does, by section; generated from the config's dataclasses "
+                      "by `autotelic config --markdown` (the same documentation `autotelic config` prints as "
+                      "comments). Set a key in a recipe or as a dotted override: `autotelic run tree.branches=4`.",
+                      "", *reference(config)]).rstrip() + "\n"

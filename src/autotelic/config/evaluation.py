@@ -19,6 +19,7 @@ class SearchConfig:
     c_uct: float = 1.0
     """Exploration weight of UCT."""
     temperature: float = 0.8
+    """Sampling temperature of expansions and rollouts."""
 
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.children", self.children), *count(f"{key}.step_tokens", self.step_tokens),
@@ -38,13 +39,17 @@ class ValueConfig:
     iterations: int = 6
     """MCTS iterations per task while collecting (each expands a leaf and scores each child by a rollout)."""
     search: SearchConfig = field(default_factory=SearchConfig)
+    """The MCTS that labels partial responses while collecting."""
     base_model: str | None = None
     """Body of the value model; None uses the trained policy (the run's exported model)."""
     train_body: bool = False
     """False: a scalar head on the frozen body's features (minutes on a CPU); True: fine-tune the body too."""
     epochs: int = 30
+    """Passes over the collected value targets."""
     lr: float = 1e-3
+    """Learning rate of the value model."""
     batch_size: int = 16
+    """Value targets per gradient step."""
     decodings: list[str] = field(default_factory=lambda: ["best_of_n", "vm_mcts"])
     """Decoding strategies evaluated after the value model is trained (greedy is always evaluated)."""
 
@@ -62,13 +67,16 @@ class EvalConfig:
     per_level: int = 16
     """Held-out tasks per family and level."""
     levels: list[int] = field(default_factory=lambda: [1, 2, 3])
+    """Held-out levels of each family."""
     families: list[str] | None = None
     """Held-out families; None: the curriculum's, held out by seed. A data set's named split is held out whole this
     way: curriculum.families=[hf:DIR:train] with eval.families=[hf:DIR:test]."""
     max_new_tokens: int = 24
+    """Tokens per held-out answer at most (greedy decoding)."""
     every: int = 20
     """Also evaluate every N steps (0: only before and after); each costs ~30 s on 2 cores."""
     batch_size: int = 64
+    """Held-out prompts per generation call."""
     decoding: Literal["greedy", "best_of_n", "vm_mcts"] = "greedy"
     """greedy, best_of_n (samples until the token budget, the best picked by ``select_by``) or vm_mcts
     (tree search guided by the value model, the best finished answer by value)."""

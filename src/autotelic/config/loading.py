@@ -64,10 +64,24 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
     raise ConfigError(f"config key '{key}' must be {annotation.__name__}, got {value!r}")
 
 
+MOVED = {
+    "generate.tree_branches": "tree.branches", "generate.tree_branch_samples": "tree.branch_samples",
+    "generate.partial_segment_tokens": "partial.segment_tokens", "generate.opponent": "selfplay.opponent",
+    "control.max_turns": "episode.max_turns", "control.turn_tokens": "episode.turn_tokens",
+    "control.max_invalid": "episode.max_invalid", "curriculum.prefix_fraction": "curriculum.prefixes.fraction",
+    "curriculum.prefix_per_solution": "curriculum.prefixes.per_solution",
+    "curriculum.prefix_decay": "curriculum.prefixes.decay",
+    "curriculum.prefix_min_reward": "curriculum.prefixes.min_reward",
+}
+"""Keys that moved to their mode's section (2026-11): a recipe or a saved run naming the old key is told the new."""
+
+
 def _build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = [k for k in data if k not in names]
+    if unknown and prefix + unknown[0] in MOVED:
+        raise ConfigError(f"config key '{prefix}{unknown[0]}' is now '{MOVED[prefix + unknown[0]]}': rename it")
     if unknown:
         raise ConfigError(f"unknown config key '{prefix}{unknown[0]}'; valid keys here: {', '.join(names)}")
     return cls(**{k: _coerce(v, hints[k], prefix + k) for k, v in data.items()})

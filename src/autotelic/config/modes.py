@@ -1,4 +1,5 @@
-"""The sections of the generation modes that are more than sampling: propose, discussion and the web operator."""
+"""The sections of the generation modes: each mode's own settings under its name (``tree``, ``partial``,
+``episode``, ``selfplay``, ``propose``, ``discussion``) and the web operator agent's (``operator``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,60 @@ from autotelic.config.rules import at_least_zero, band, count, filled, finite, f
 
 
 ProposeKind = Literal["arithmetic", "code"]
+
+
+@dataclass
+class TreeConfig:
+    """generate.mode=tree (TreeRL): each group is generate.group_size samples plus the continuations drawn
+    where some of them branch."""
+
+    branches: int = 2
+    """Samples of each group that are branched (at their highest-entropy token)."""
+    branch_samples: int = 2
+    """New continuations drawn from each branch point."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.branches", self.branches), *count(f"{key}.branch_samples", self.branch_samples)]
+
+
+@dataclass
+class PartialConfig:
+    """generate.mode=partial: long samples pause at a per-step token budget and continue next step."""
+
+    segment_tokens: int = 16
+    """Tokens generated per sample per step before it pauses."""
+
+    def problems(self, key: str) -> list[str]:
+        return count(f"{key}.segment_tokens", self.segment_tokens)
+
+
+@dataclass
+class EpisodeConfig:
+    """Multi-turn episodes against generate.env: generate.mode=episode, selfplay's games and propose's executor
+    tools. All turns of an episode together take at most control.max_new_tokens."""
+
+    max_turns: int = 4
+    """Policy turns per episode at most; selfplay: moves per game, both players' together."""
+    turn_tokens: int | None = None
+    """Tokens per policy turn at most (e.g. one web action); None: the episode's remaining budget."""
+    max_invalid: int | None = None
+    """Early exit: an episode ends after this many invalid actions in a row (None: never)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*count(f"{key}.max_turns", self.max_turns), *count(f"{key}.turn_tokens", self.turn_tokens),
+                *count(f"{key}.max_invalid", self.max_invalid)]
+
+
+@dataclass
+class SelfplayConfig:
+    """generate.mode=selfplay (SPIRAL): the policy plays the two-player game generate.env."""
+
+    opponent: Literal["self", "frozen"] = "self"
+    """The policy plays itself, or a frozen copy of the initial policy (SPIRAL's fixed-opponent ablation; the
+    policy then takes each seat in every other game and trains on its seats only)."""
+
+    def problems(self, key: str) -> list[str]:
+        return []
 
 
 @dataclass
@@ -38,7 +93,7 @@ class ProposeConfig:
     show_example: bool = True
     """Show the proposer one task of curriculum.families (question only) as a style example (kind=arithmetic)."""
     executor_tools: Literal["python", "calculator"] | None = None
-    """The executor answers in multi-turn episodes with this tool (control.max_turns); None: one plain reply."""
+    """The executor answers in multi-turn episodes with this tool (episode.max_turns); None: one plain reply."""
 
     def problems(self, key: str) -> list[str]:
         return [*rule(self.answers_per_task >= 2, f"{key}.answers_per_task", self.answers_per_task,
@@ -62,6 +117,7 @@ class DiscussionConfig:
     rounds: int = 2
     """Rounds per discussion; the solver of a round sees every earlier round."""
     grade_low: int = 1
+    """The lowest grade (wrong); see grade_high."""
     grade_high: int = 3
     """The scorer grades from grade_low (wrong) to grade_high (correct)."""
     unparsed_penalty: float = -1.0
@@ -86,10 +142,15 @@ class OperatorConfig:
     """Who plays the role: policy (the model being trained or evaluated), base (the initial model) or the
     directory of any local model; likewise for the other roles."""
     grounder: str = "policy"
+    """Writes the next action from the plan and the page."""
     reflector: str = "policy"
+    """Notes what the last action did."""
     summarizer: str = "policy"
+    """Summarizes older steps."""
     plan_tokens: int = 64
+    """Tokens of the planner's reply at most."""
     action_tokens: int = 32
+    """Tokens of the grounder's action at most."""
     note_tokens: int = 32
     """Reflector and summarizer replies."""
     keep_recent: int = 2

@@ -6,7 +6,15 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from autotelic.config.evaluation import EvalConfig, ValueConfig
-from autotelic.config.modes import DiscussionConfig, OperatorConfig, ProposeConfig
+from autotelic.config.modes import (
+    DiscussionConfig,
+    EpisodeConfig,
+    OperatorConfig,
+    PartialConfig,
+    ProposeConfig,
+    SelfplayConfig,
+    TreeConfig,
+)
 from autotelic.config.rules import ConfigError
 from autotelic.config.runtime import DistConfig, LoggingConfig, SandboxConfig, VLLMConfig
 from autotelic.config.sections import (
@@ -33,6 +41,10 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     value: ValueConfig = field(default_factory=ValueConfig)
+    tree: TreeConfig = field(default_factory=TreeConfig)
+    partial: PartialConfig = field(default_factory=PartialConfig)
+    episode: EpisodeConfig = field(default_factory=EpisodeConfig)
+    selfplay: SelfplayConfig = field(default_factory=SelfplayConfig)
     propose: ProposeConfig = field(default_factory=ProposeConfig)
     discussion: DiscussionConfig = field(default_factory=DiscussionConfig)
     operator: OperatorConfig = field(default_factory=OperatorConfig)

@@ -11,12 +11,17 @@ from autotelic.config.rules import at_least_zero, count, filled, fraction, posit
 @dataclass
 class LoggingConfig:
     runs_dir: str = "runs"
+    """Where run directories are made."""
     run_name: str | None = None
     """Directory name under runs_dir; None makes one from the time."""
     progress: bool = True
+    """Show a progress bar with the step's reward and time."""
     tensorboard: bool = False
+    """Also log metrics to TensorBoard (run_dir/tensorboard; needs tensorboard)."""
     wandb: bool = False
+    """Also log metrics to Weights & Biases (needs wandb)."""
     mlflow: bool = False
+    """Also log metrics to MLflow (needs mlflow)."""
     rollouts_per_step: int | None = None
     """Rollouts written to rollouts.jsonl per step; None writes all."""
 

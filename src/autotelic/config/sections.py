@@ -32,11 +32,15 @@ class ModelConfig:
     lora: bool = False
     """Train LoRA adapters (peft) instead of all weights; merged into the model on export."""
     lora_rank: int = 32
+    """LoRA rank r."""
     lora_alpha: int = 64
+    """LoRA scaling alpha (the update is scaled by alpha / r)."""
     lora_dropout: float = 0.0
+    """Dropout on the LoRA branch's input."""
     lora_targets: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
+    """Module names that get LoRA adapters."""
     threads: int | None = None
     """torch intra-op threads, at most the cores this process may run on (its CPU affinity); None: all of them."""
     device: str = "cpu"
@@ -63,24 +67,20 @@ class ModelConfig:
 
 @dataclass
 class GenerateConfig:
-    mode: Literal["sample", "tree", "partial", "episode", "selfplay", "propose", "discussion"] = "sample"
-    """sample (n independent samples per task), tree (branch from shared prefixes at high-entropy
-    tokens), partial (long generations pause at a per-step token budget and continue next step),
-    episode (multi-turn episodes against ``env``; observation tokens are masked from the loss) or
-    selfplay (the policy plays both seats of the two-player game ``env``, a transcript per player; a
-    group per task and seat) or propose (the policy writes tasks and answers them, see ``propose``) or
-    discussion (CoMAS: agents answer, critique and grade each other's answers, see ``discussion``)."""
+    mode: str = "sample"
+    """How a task's group of rollouts is generated: sample (independent samples), tree (samples branched at
+    high-entropy tokens, see ``tree``), partial (long samples continued across steps, see ``partial``), episode
+    (multi-turn episodes against ``env``, see ``episode``), selfplay (the policy plays both seats of the game
+    ``env``, see ``selfplay``), propose (the policy writes tasks and answers them, see ``propose``), discussion
+    (CoMAS, see ``discussion``), or a mode an installed package announces (entry point
+    'autotelic.generation_modes')."""
     group_size: int = 8
-    """Samples per task (the GRPO group); tree mode adds its branches on top; selfplay: games per task;
-    propose: proposals per proposer prompt; discussion: discussions per task."""
+    """Rollouts per task: the group whose rewards are compared. A rollout is the mode's unit: a sample (tree mode
+    adds its branches), a game (one transcript per seat, a group per seat), a proposal, a discussion."""
     temperature: float = 0.7
+    """Sampling temperature of training rollouts."""
     top_p: float = 1.0
-    tree_branches: int = 2
-    """Tree mode: samples of each group that are branched (at their highest-entropy token)."""
-    tree_branch_samples: int = 2
-    """Tree mode: new continuations drawn from each branch point."""
-    partial_segment_tokens: int = 16
-    """Partial mode: tokens generated per sample per step before it pauses."""
+    """Nucleus sampling: the smallest set of tokens holding this much probability."""
     env: str | None = None
     """Episode and selfplay modes: the environment or two-player game: built in (guess_number, calculator, python,
     textarena, web, web_browser), an installed package's 'autotelic.environments' entry point, or a module with
@@ -88,16 +88,11 @@ class GenerateConfig:
     curriculum.families/levels and filter.rewards."""
     env_args: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the environment's load_environment."""
-    opponent: Literal["self", "frozen"] = "self"
-    """Selfplay: the policy plays itself, or a frozen copy of the initial policy (SPIRAL's fixed-opponent
-    ablation; the policy then takes each seat in every other game and trains on its seats only)."""
 
     def problems(self, key: str) -> list[str]:
-        return [*count(f"{key}.group_size", self.group_size), *positive(f"{key}.temperature", self.temperature),
-                *fraction(f"{key}.top_p", self.top_p, open_low=True),
-                *count(f"{key}.tree_branches", self.tree_branches),
-                *count(f"{key}.tree_branch_samples", self.tree_branch_samples),
-                *count(f"{key}.partial_segment_tokens", self.partial_segment_tokens), *filled(f"{key}.env", self.env)]
+        return [*filled(f"{key}.mode", self.mode), *count(f"{key}.group_size", self.group_size),
+                *positive(f"{key}.temperature", self.temperature),
+                *fraction(f"{key}.top_p", self.top_p, open_low=True), *filled(f"{key}.env", self.env)]
 
 
 @dataclass
@@ -151,23 +146,20 @@ class ControlConfig:
     """Samples generated per step at most, dynamic sampling's refills included (a task is planned at
     generate.group_size samples; tree branches and self-play's second seat come on top): equal sample budgets."""
     tasks_per_step: int = 8
-    """Tasks (prompts) per step; samples per step = tasks_per_step * group_size."""
+    """Tasks (prompts) per step; rollouts per step = tasks_per_step * generate.group_size."""
     adaptive_group_size: bool = False
     """Spend the step's samples where the estimated pass rate p is near 0.5 (weight p(1-p))."""
     min_group_size: int = 2
+    """adaptive_group_size: rollouts per task at least, and at most (max_group_size)."""
     max_group_size: int = 16
+    """adaptive_group_size: rollouts per task at most."""
     early_exit_probe: int | None = None
     """Draw this many samples first; a group whose probe rewards are all equal stops there."""
     overlong: Literal["none", "shaping", "mask"] = "none"
     """none, shaping (DAPO soft penalty over the last ``overlong_buffer`` tokens) or mask (truncated
     samples are left out of the loss)."""
     overlong_buffer: int = 8
-    max_turns: int = 4
-    """Episode mode: turns per episode at most; selfplay: moves per game, both players' together."""
-    turn_tokens: int | None = None
-    """Episode mode: tokens per policy turn at most (e.g. one web action); None: the episode's remaining budget."""
-    max_invalid: int | None = None
-    """Episode mode, early exit: an episode ends after this many invalid actions in a row (None: never)."""
+    """overlong=shaping: the penalty ramps over this many tokens before max_new_tokens."""
 
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.max_new_tokens", self.max_new_tokens),
@@ -178,8 +170,7 @@ class ControlConfig:
                 *rule(self.max_group_size >= self.min_group_size, f"{key}.max_group_size", self.max_group_size,
                        f"be at least {key}.min_group_size ({self.min_group_size})"),
                 *count(f"{key}.early_exit_probe", self.early_exit_probe),
-                *count(f"{key}.overlong_buffer", self.overlong_buffer), *count(f"{key}.max_turns", self.max_turns),
-                *count(f"{key}.turn_tokens", self.turn_tokens), *count(f"{key}.max_invalid", self.max_invalid)]
+                *count(f"{key}.overlong_buffer", self.overlong_buffer)]
 
 
 @dataclass
@@ -219,7 +210,9 @@ class EvolveConfig:
     operations: list[str] = field(default_factory=lambda: ["harder", "specific", "topic"])
     """Evol-Instruct rewrites, used in turn: harder, specific, topic."""
     temperature: float = 0.9
+    """Sampling temperature of the evolver's rewrites."""
     max_new_tokens: int = 64
+    """Tokens a rewritten prompt may take at most."""
 
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.every", self.every, 0), *fraction(f"{key}.fraction", self.fraction, open_low=True),
@@ -227,6 +220,25 @@ class EvolveConfig:
                 *filled(f"{key}.model", self.model), *filled(f"{key}.operations", self.operations),
                 *positive(f"{key}.temperature", self.temperature),
                 *count(f"{key}.max_new_tokens", self.max_new_tokens)]
+
+
+@dataclass
+class PrefixConfig:
+    """ReST-GRPO: correct answers are cut before code lines into partial-solution prompts that the policy
+    continues (the verifier scores prefix + continuation; only the continuation trains)."""
+
+    fraction: float = 0.0
+    """Share of each step's tasks that are partial-solution prompts (0 disables)."""
+    per_solution: int = 2
+    """Prefixes cut from each correct answer."""
+    decay: float = 0.95
+    """A cut leaving k lines after it is drawn with weight decay**k (later cuts preferred)."""
+    min_reward: float = 1.0
+    """An answer is cut into prefixes when its reward reaches this."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*fraction(f"{key}.fraction", self.fraction), *count(f"{key}.per_solution", self.per_solution),
+                *fraction(f"{key}.decay", self.decay, open_low=True), *finite(f"{key}.min_reward", self.min_reward)]
 
 
 @dataclass
@@ -242,6 +254,7 @@ class CurriculumConfig:
     """Your data's column names for the ones autotelic reads (prompt, answer, tests, level, difficulty), e.g.
     {prompt: question, answer: solution}."""
     levels: list[int] = field(default_factory=lambda: [1, 2, 3])
+    """Difficulty levels drawn from each family."""
     temperature: float = 0.1
     """Boltzmann temperature over arm values; lower is greedier."""
     ema: float = 0.5
@@ -258,15 +271,8 @@ class CurriculumConfig:
     """regret: learnability gate, keep prompts whose pass rate lies in [low, high]."""
     evolve: EvolveConfig = field(default_factory=EvolveConfig)
     """regret: eva's prompt evolution (off unless evolve.every > 0)."""
-    prefix_fraction: float = 0.0
-    """ReST-GRPO: share of each step's tasks that are partial-solution prompts, cut before code lines from
-    the solver's correct answers (0 disables)."""
-    prefix_per_solution: int = 2
-    """ReST-GRPO: prefixes cut from each correct answer."""
-    prefix_decay: float = 0.95
-    """ReST-GRPO: a cut leaving k lines after it is drawn with weight decay**k (later cuts preferred)."""
-    prefix_min_reward: float = 1.0
-    """ReST-GRPO: an answer is cut into prefixes when its reward reaches this."""
+    prefixes: PrefixConfig = field(default_factory=PrefixConfig)
+    """ReST-GRPO's partial-solution prompts (off unless prefixes.fraction > 0)."""
     failure_fraction: float = 0.0
     """WebRL-style: share of each step's tasks made from failed ones, cut at the first progress milestone
     no sample reached (web tasks; 0 disables)."""
@@ -279,10 +285,7 @@ class CurriculumConfig:
                 *fraction(f"{key}.prior_pass_rate", self.prior_pass_rate),
                 *fraction(f"{key}.decay", self.decay, open_high=True), *count(f"{key}.pool_size", self.pool_size),
                 *band(f"{key}.gate", self.gate), *self.evolve.problems(f"{key}.evolve"),
-                *fraction(f"{key}.prefix_fraction", self.prefix_fraction),
-                *count(f"{key}.prefix_per_solution", self.prefix_per_solution),
-                *fraction(f"{key}.prefix_decay", self.prefix_decay, open_low=True),
-                *finite(f"{key}.prefix_min_reward", self.prefix_min_reward),
+                *self.prefixes.problems(f"{key}.prefixes"),
                 *fraction(f"{key}.failure_fraction", self.failure_fraction)]
 
 
@@ -291,6 +294,7 @@ class AlgorithmConfig:
     name: str = "grpo"
     """grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp, spiral, online_dpo or offline_dpo."""
     lr: float = 2e-5
+    """AdamW learning rate."""
     clip_low: float | None = None
     """None: the algorithm's own (0.2; GSPO 3e-4)."""
     clip_high: float | None = None
@@ -300,10 +304,13 @@ class AlgorithmConfig:
     beta: float = 0.0
     """KL coefficient to the reference policy (0 disables the reference forward)."""
     kl_estimator: Literal["k1", "k3"] = "k3"
+    """k1 (log-ratio) or k3 (Schulman's unbiased, non-negative) estimate of the KL to the reference."""
     rae_decay: float = 0.95
     """spiral: each role's baseline is an average of its rewards, b <- decay * b + (1 - decay) * r."""
     dpo_beta: float = 0.1
+    """online_dpo and offline_dpo: the DPO temperature beta."""
     dpo_label_smoothing: float = 0.0
+    """DPO: probability that a pair's preference is flipped (conservative DPO)."""
     dataset: str | None = None
     """offline_dpo: JSONL of {"prompt", "chosen", "rejected"} (``autotelic pairs`` makes one from a run)."""
     off_policy: Literal["clip", "decoupled"] = "clip"
@@ -314,7 +321,9 @@ class AlgorithmConfig:
     updates_per_batch: int = 1
     """Gradient steps on each rollout batch; above 1 the clipped ratio matters."""
     max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm."""
     weight_decay: float = 0.0
+    """AdamW weight decay."""
     micro_batch_groups: int = 8
     """Groups per forward/backward at most; gradients accumulate over the batch."""
     micro_batch_tokens: int | None = 4096
@@ -339,13 +348,16 @@ class AlgorithmConfig:
 @dataclass
 class TrainConfig:
     steps: int = 60
+    """Training steps (one rollout batch and its update each)."""
     seed: int = 0
+    """Seed of the model's sampling, the curriculum's draws and the task streams."""
     max_minutes: float | None = 12.0
     """Stop taking new steps after this many minutes of training (evaluation excluded)."""
     checkpoint_every: int = 10
     """Checkpoint every N steps, in the background. Full fine-tuning writes 1.6 GB (weights + Adam) for
     the embedded model, so the default is sparse; LoRA checkpoints are small enough for every step."""
     keep_checkpoints: int = 2
+    """Checkpoints kept; older ones are deleted."""
 
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.steps", self.steps), *positive(f"{key}.max_minutes", self.max_minutes),

@@ -33,6 +33,9 @@ def evaluate_together(config: RunConfig, agents: list[PolicyBackend], heldout: H
 def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     """Settings its grade-paid, per-agent training cannot honour."""
     problems = refuse_remote(config)
+    if config.vllm.enabled:
+        problems.append("vllm.enabled=true cannot serve generate.mode=discussion: each CoMAS agent is its own model; "
+                        "set vllm.enabled=false")
     if config.dist.train_workers:
         problems.append("dist.train_workers trains one policy; generate.mode=discussion trains one per agent: "
                         "set dist.train_workers=0")
@@ -42,9 +45,9 @@ def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     if spec.advantage == "rae" or spec.name == "offline_dpo":
         problems.append(f"generate.mode=discussion trains each agent on its turns of this step's discussions, "
                         f"baselined within (task, round, role) groups: use another algorithm than {spec.name}")
-    if config.replay.name != "on_policy" or config.control.early_exit_probe or config.curriculum.prefix_fraction:
+    if config.replay.name != "on_policy" or config.control.early_exit_probe or config.curriculum.prefixes.fraction:
         problems.append("generate.mode=discussion trains on whole fresh discussions: use replay.name=on_policy, "
-                        "no control.early_exit_probe and no curriculum.prefix_fraction")
+                        "no control.early_exit_probe and no curriculum.prefixes.fraction")
     if config.curriculum.name in ("learnability", "regret"):
         problems.append(f"curriculum.name={config.curriculum.name} reads rewards as pass rates, which grades are "
                         "not: use uniform or sec with generate.mode=discussion")

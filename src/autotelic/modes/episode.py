@@ -18,18 +18,18 @@ from autotelic.rollout.operator import ROLES, OperatorAgent
 
 def episodes(built: Built) -> EpisodeSampler:
     config = built.config
-    gen, control = config.generate, config.control
+    gen, episode = config.generate, config.episode
     return EpisodeSampler(built.policy, env_factory(config, gen.env, gen.env_args), gen.temperature, gen.top_p,
-                          control.max_turns, turn_tokens=control.turn_tokens, max_invalid=control.max_invalid)
+                          episode.max_turns, turn_tokens=episode.turn_tokens, max_invalid=episode.max_invalid)
 
 
 def heldout_agent(config: RunConfig, policy: PolicyBackend) -> RolloutWorker:
     """Held-out episodes: the policy alone, greedy, or the operator agent (``eval.agent``)."""
     if config.eval.agent == "operator":
         return operator(config, policy)
-    control = config.control
-    return EpisodeSampler(policy, run_env_factory(config), max_turns=control.max_turns, greedy=True,
-                          turn_tokens=control.turn_tokens, max_invalid=control.max_invalid)
+    episode = config.episode
+    return EpisodeSampler(policy, run_env_factory(config), max_turns=episode.max_turns, greedy=True,
+                          turn_tokens=episode.turn_tokens, max_invalid=episode.max_invalid)
 
 
 def operator(config: RunConfig, policy: PolicyBackend) -> OperatorAgent:
@@ -43,7 +43,7 @@ def operator(config: RunConfig, policy: PolicyBackend) -> OperatorAgent:
             path = config.model.path if name == "base" else name
             models[name] = HFPolicy(replace(config.model, path=path, lora=False), seed=config.train.seed)
         roles[role] = models[name]
-    return OperatorAgent(roles, run_env_factory(config), config.control.max_turns, cfg.plan_tokens,
+    return OperatorAgent(roles, run_env_factory(config), config.episode.max_turns, cfg.plan_tokens,
                          cfg.action_tokens, cfg.note_tokens, cfg.keep_recent)
 
 

@@ -10,7 +10,8 @@ from autotelic.algorithms import AlgorithmSpec
 from autotelic.config import ProposeKind, RunConfig
 from autotelic.modes.environments import env_factory
 from autotelic.modes.registry import Built, Mode, refuse_remote, register_mode
-from autotelic.rollout.propose import ProposerReward, ProposeSampler, learnability, uncertainty
+from autotelic.rollout.filter import GroupFilter
+from autotelic.rollout.propose import ProposerReward, ProposeSampler, filters, learnability, uncertainty
 
 
 def proposals(built: Built) -> ProposeSampler:
@@ -20,7 +21,7 @@ def proposals(built: Built) -> ProposeSampler:
                             learnability if cfg.kind == "code" else uncertainty)
     tools = env_factory(config, cfg.executor_tools) if cfg.executor_tools else None
     return ProposeSampler(built.policy, built.heldout, cfg.answers_per_task, tuple(cfg.band), reward, cfg.phase_steps,
-                          cfg.show_example, gen.temperature, gen.top_p, tools, config.control.max_turns, cfg.kind)
+                          cfg.show_example, gen.temperature, gen.top_p, tools, config.episode.max_turns, cfg.kind)
 
 
 def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
@@ -47,5 +48,9 @@ def runs_code(config: RunConfig) -> bool:
     return config.propose.kind == "code" or config.propose.executor_tools == "python"
 
 
+def group_filters(config: RunConfig) -> list[GroupFilter]:
+    return list(filters(tuple(config.propose.band)))
+
+
 register_mode(Mode("propose", proposals, problems, holds_envs=lambda config: bool(config.propose.executor_tools),
-                   runs_code=runs_code))
+                   runs_code=runs_code, filters=group_filters))

@@ -12,6 +12,7 @@ from autotelic.backends import PolicyBackend
 from autotelic.config import RunConfig
 from autotelic.heldout import HeldOut
 from autotelic.registry import Registry
+from autotelic.rollout.filter import GroupFilter
 from autotelic.rollout.generate import RolloutWorker
 
 
@@ -35,6 +36,10 @@ def one_agent(config: RunConfig) -> int:
     return 1
 
 
+def no_filters(config: RunConfig) -> list[GroupFilter]:
+    return []
+
+
 @dataclass(frozen=True)
 class Mode:
     name: str
@@ -51,6 +56,8 @@ class Mode:
     """Whether its generator steps environments (which ``dist.env_workers`` can hold)."""
     runs_code: Callable[[RunConfig], bool] = lambda config: False
     """Whether its generator runs model-written code (in the sandbox) beyond what tasks and rewards run."""
+    filters: Callable[[RunConfig], list[GroupFilter]] = no_filters
+    """Group filters of its own, applied ahead of the run's (``filter``): the generator only generates."""
     heldout_agent: Callable[[RunConfig, PolicyBackend], RolloutWorker] | None = None
     """Plays each held-out task whole (greedy episodes) instead of one greedy answer per task."""
     evaluate_together: Callable[[RunConfig, list[PolicyBackend], HeldOut], tuple[dict[str, Any],

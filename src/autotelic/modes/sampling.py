@@ -16,12 +16,15 @@ def samples(built: Built) -> PolicySampler:
 
 
 def trees(built: Built) -> TreeSampler:
-    gen = built.config.generate
-    return TreeSampler(built.policy, gen.temperature, gen.top_p, gen.tree_branches, gen.tree_branch_samples)
+    gen, tree = built.config.generate, built.config.tree
+    return TreeSampler(built.policy, gen.temperature, gen.top_p, tree.branches, tree.branch_samples)
 
 
 def tree_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     problems = refuse_early_exit(config)
+    if config.vllm.enabled:
+        problems.append("vllm.enabled=true cannot serve generate.mode=tree: tree rollouts branch at high-entropy "
+                        "tokens and vLLM returns no entropies; use another generate.mode or vllm.enabled=false")
     if spec.advantage not in ("grpo", "dr_grpo"):
         problems.append(f"generate.mode=tree credits tree segments with group baselines: use a GRPO-family "
                         f"algorithm (grpo, dr_grpo, dapo, gspo), not {spec.name}")
@@ -30,7 +33,7 @@ def tree_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
 
 def partials(built: Built) -> PartialRolloutSampler:
     gen = built.config.generate
-    return PartialRolloutSampler(built.policy, gen.temperature, gen.top_p, gen.partial_segment_tokens)
+    return PartialRolloutSampler(built.policy, gen.temperature, gen.top_p, built.config.partial.segment_tokens)
 
 
 def partial_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:

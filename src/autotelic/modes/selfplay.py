@@ -1,5 +1,5 @@
 """``selfplay``: two-player games (SPIRAL-style) where the policy plays both seats, or one against a frozen
-copy of itself (``generate.opponent=frozen``); each seat's transcript is its own sample."""
+copy of itself (``selfplay.opponent=frozen``); each seat's transcript is its own sample."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from autotelic.rollout.selfplay import SelfPlaySampler
 def games(built: Built) -> SelfPlaySampler:
     config = built.config
     gen = config.generate
-    opponent = HFPolicy(config.model, seed=config.train.seed) if gen.opponent == "frozen" else None  # never updated
+    frozen = config.selfplay.opponent == "frozen"
+    opponent = HFPolicy(config.model, seed=config.train.seed) if frozen else None  # never updated
     return SelfPlaySampler(built.policy, make_game_factory(gen.env), gen.temperature, gen.top_p,
-                           config.control.max_turns, opponent)
+                           config.episode.max_turns, opponent)
 
 
 def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:

@@ -27,7 +27,8 @@ in the sandbox: ``propose_code.py``.
 
 Alternation (R-Zero, Agent0): with ``phase_steps`` k > 0 the proposer trains for k steps, then the executor
 for k steps, and so on. The role at rest still generates (p needs the answers, answers need proposals); its
-groups are dropped as ``phase``. k = 0 trains both every step: with one shared policy each reward is
+groups are marked with the round's phase and dropped as ``phase`` by ``RestingRole``, as the band's misses are
+by ``OutOfBand`` (the mode's filters: the generator only generates and pays). k = 0 trains both every step: with one shared policy each reward is
 computed against the current executor either way and no generated group goes unused, so this is the cheaper
 reading; k > 0 keeps the executor still while the proposer learns about it, as with the papers' two models.
 The phase clock counts ``generate`` calls, one per step (``train.check_combination`` refuses dynamic
@@ -187,14 +188,13 @@ class ProposeSampler:
         executor_groups = self._answer([proposal.question or "" for proposal in valid], max_new_tokens)
         clusters = cluster_sizes([proposal.key for proposal in valid], self.reward.duplicate_threshold)
         for proposal, group, cluster in zip(valid, executor_groups, clusters):
-            self._settle(proposal, group, cluster, len(valid), training)
+            self._settle(proposal, group, cluster, len(valid))
         for proposal in proposals:
             if proposal.question is None:
                 proposal.sample.info["return"] = self.reward.invalid_reward
                 proposal.sample.info.setdefault("proposal", {"question": None})
-        if training == EXECUTOR:
-            for group in proposer_groups:
-                group.dropped_by = "phase"
+        for group in proposer_groups + executor_groups:
+            group.task.meta["phase"] = training  # which role trains this round: RestingRole drops the other
         return proposer_groups + executor_groups
 
     def proposer_task(self, seed: Task) -> Task:
@@ -256,18 +256,14 @@ class ProposeSampler:
         rewards = [float(answer_matches(answer, label or "")) for answer in answers]
         return label, sum(rewards) / len(rewards), rewards
 
-    def _settle(self, proposal: Proposal, group: Group, cluster: int, batch: int, training: Phase) -> None:
-        """Judge the executor's answers; pay both roles; mark groups the band or the phase leaves out."""
+    def _settle(self, proposal: Proposal, group: Group, cluster: int, batch: int) -> None:
+        """Judge the executor's answers and pay both roles (the band and the phase filter them: ``filters``)."""
         label, p, rewards = self._judge([final_answer(s) for s in group.samples], proposal.label)
         tool_share = sum(used_tool(s) for s in group.samples) / len(group.samples)
         for sample, reward in zip(group.samples, rewards):
             sample.info["return"] = reward
         group.task = dataclasses.replace(group.task, answer=label or "", meta={"p": p})
         banded = in_band(p, self.band)
-        if not banded:
-            group.dropped_by = "out_of_band"
-        elif training == PROPOSER:
-            group.dropped_by = "phase"
         proposal.sample.info.update({
             "return": self.reward(p, cluster, batch, tool_share),
             "proposal": {"question": proposal.question, "p": p, "label": label, "cluster": cluster,
@@ -279,6 +275,33 @@ class ProposeSampler:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rounds = state["rounds"]
+
+
+@dataclass(frozen=True)
+class OutOfBand:
+    """An executor group whose answers agree (p) outside the band teaches the executor little."""
+
+    band: tuple[float, float]
+    name: str = "out_of_band"
+
+    def keep(self, group: Group) -> bool:
+        return group.task.family != EXECUTOR or in_band(group.task.meta["p"], self.band)
+
+
+@dataclass(frozen=True)
+class RestingRole:
+    """With alternating phases, the role that does not train this round is generated (the other role needs it)
+    but not trained on."""
+
+    name: str = "phase"
+
+    def keep(self, group: Group) -> bool:
+        return group.task.meta.get("phase", "both") in ("both", group.task.family)
+
+
+def filters(band: tuple[float, float]) -> list[OutOfBand | RestingRole]:
+    """The propose mode's group filters, ahead of the run's: out of band first, then the role at rest."""
+    return [OutOfBand(band), RestingRole()]
 
 
 def proposal_metrics(groups: list[Group]) -> dict[str, float]:
