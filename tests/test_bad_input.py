@@ -267,6 +267,7 @@ DATA_FILES = [  # (file name, what it holds: text, or rows for Parquet; the mess
     ("data.jsonl", '{"prompt": [{"role": "user"}]}\n', "{path}:1: 'prompt' as chat messages must be a list of"),
     ("data.jsonl", '{"prompt": "q", "answer": [1]}\n', "{path}:1: 'answer' must be text or a number, got list"),
     ("data.jsonl", '["q", "a"]\n', "{path}:1: a row must be an object of columns, got list"),
+    ("data.jsonl", '{"prompt": "q", "tests": "assert f(1) =="}\n', "{path}:1: 'tests' is not valid Python (line 1: "),
     ("data.jsonl", '{"prompt": "p", "level": 2}\n{"prompt": "q", "level": 0}\n', "{path}:2: level must be an integer "
                                                                                 "from 1, got 0"),
     ("data.jsonl", '{"prompt": "p", "level": 2}\n' + ROW, "{path}:2: no level or difficulty, while other rows "

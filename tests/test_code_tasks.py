@@ -7,7 +7,7 @@ import pytest
 
 from autotelic.rewards import build_reward
 from autotelic.tasks import get_family
-from autotelic.tasks.code import INSTRUCTION, extract_code, unit_test_program
+from autotelic.tasks.code import INSTRUCTION, extract_code, unit_tests
 
 FAMILY = get_family("humaneval")
 
@@ -48,7 +48,7 @@ def test_reference_solutions_pass_and_wrong_ones_fail_in_the_sandbox():
     # a problem whose prompt defines a helper before the entry point: restating only the entry point works
     helper_task, helper_problem = _task("HumanEval/10")
     restated = "def make_palindrome(string: str) -> str:\n" + helper_problem["canonical_solution"]
-    assert "def is_palindrome" in unit_test_program(helper_task, restated)
+    assert "def is_palindrome" in unit_tests(helper_task, restated).program
     assert FAMILY.score(helper_task, restated) == 1.0
 
 
@@ -96,7 +96,7 @@ def test_pyfunc_every_possible_task_has_tests_that_a_constant_answer_fails():
 
 
 def test_pyfunc_reference_solutions_pass_and_wrong_ones_fail_for_every_template():
-    reward = build_reward("unit_tests", {"wall_seconds": 5.0})
+    reward = build_reward("unit_tests", {"wall_seconds": 5.0, "graded": False})
     for level in PYFUNC.levels:
         for key, task in _pyfunc_task_per_template(level).items():
             assert reward(task, [task.answer, "    return 0\n"]) == [1.0, 0.0], key
@@ -136,7 +136,40 @@ def test_pyfunc_tasks_are_deterministic_and_many_per_level():
 def test_unit_test_reward_scores_a_mixed_pyfunc_group():
     task = _pyfunc_task_per_template(2)["sum_plus"]
     whole = task.meta["prompt"] + task.answer
-    reward = build_reward("unit_tests", {"cpu_seconds": 1.0, "wall_seconds": 2.0})
     completions = [task.answer, "    return sum(nums)\n", f"```python\n{whole}```", "    while True: pass\n",
                    "```python\nthis is not python\n```"]
-    assert reward(task, completions) == [1.0, 0.0, 1.0, 0.0, 0.0]
+    strict = build_reward("unit_tests", {"cpu_seconds": 1.0, "wall_seconds": 2.0, "graded": False})
+    assert strict(task, completions) == [1.0, 0.0, 1.0, 0.0, 0.0]
+    # graded (the default): the share of the five assertions that held; summing the first three numbers only is
+    # right for the two three-number cases
+    graded = build_reward("unit_tests", {"cpu_seconds": 1.0, "wall_seconds": 2.0})
+    first_three = task.answer.replace("sum(nums)", "sum(nums[:3])")
+    assert graded(task, completions + [first_three]) == [1.0, 0.0, 1.0, 0.0, 0.0, 0.4]
+
+
+def test_an_early_exit_is_no_pass_and_tests_are_graded_by_assertion():
+    """A solution that exits before its tests used to leave status 0, which read as correct. In the harness an
+    exit, a crash or a forged verdict passes nothing; each assertion is counted on its own."""
+    from autotelic.sandbox import run_python
+    from autotelic.tasks.harness import harness
+
+    task = PYFUNC.generate(random.Random(3), 1)
+    exits = ["import sys\nsys.exit(0)\n", "exit()\n", "import os\nos._exit(0)\n", "raise SystemExit\n",
+             "import sys\nsys.stdout.close()\n", "print('0123456789abcdef0123456789abcdef 5 5 1')\n"]
+    for body in exits:
+        completion = f"```python\n{body}```"
+        assert PYFUNC.score(task, completion) == 0.0, body
+        assert build_reward("unit_tests", {})(task, [completion]) == [0.0], body
+    tests = ("def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 4, 'twice'\n"
+             "    for x in range(3):\n        assert candidate(x) == 2 * x\n\ncheck(f)\n")
+    for solution, passed, finished in [("def f(x): return 2 * x", 5, True), ("def f(x): return x + 1", 2, True),
+                                       ("def f(x): raise ValueError", 0, True), ("def f(x: return", 0, False)]:
+        run = harness(solution, tests)
+        verdict = run.verdict(run_python(run.program))
+        assert (verdict.passed, verdict.asserts, verdict.finished) == (passed, 5 if finished else 3, finished)
+        assert verdict.passed_all == (passed == 5) and verdict.fraction == passed / verdict.asserts
+    # a main block does not run (the solution is not __main__), so it cannot exit before the tests
+    run = harness("def f(x):\n    return 2 * x\nif __name__ == '__main__':\n    raise SystemExit(0)\n", tests)
+    assert run.verdict(run_python(run.program)).passed_all
+    with pytest.raises(ValueError, match="not valid Python"):
+        harness("def f(x): return x", "assert (")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotelic.tasks import task_uid
+from autotelic.tasks.harness import Harnessed, harness, passes
 from autotelic.types import Task
 
 INSTRUCTION = "Complete the following Python function. Reply with the whole function in a ```python code block.\n\n"
@@ -44,10 +45,9 @@ def humaneval_problems() -> tuple[dict[str, Any], ...]:
     return tuple(read_problems().values())
 
 
-def unit_test_program(task: Task, completion: str) -> str:
-    """The program that passes iff the completion is correct: the completed function, the problem's
-    tests and the call of its ``check``. The problem's prompt (imports, helpers) comes first unless
-    the completion restates the function itself."""
+def unit_tests(task: Task, completion: str) -> Harnessed:
+    """The completed function and the problem's tests with the call of its ``check``, in the harness. The
+    problem's prompt (imports, helpers) comes first unless the completion restates the function itself."""
     code, prompt = extract_code(completion), task.meta["prompt"]
     entry_point = task.meta["entry_point"]
     definition = re.compile(rf"^def {re.escape(entry_point)}\b", re.MULTILINE)
@@ -56,7 +56,7 @@ def unit_test_program(task: Task, completion: str) -> str:
         program = (prompt[:start.start()] if start else "") + code
     else:
         program = prompt + code
-    return f"{program}\n\n{task.meta['test']}\n\ncheck({entry_point})\n"
+    return harness(program, f"{task.meta['test']}\n\ncheck({entry_point})\n")
 
 
 @dataclass(frozen=True)
@@ -73,13 +73,11 @@ class HumanEvalFamily:
         meta = {key: problem[key] for key in ("prompt", "test", "entry_point")}
         return Task(prompt, problem["task_id"], self.name, level, task_uid(self.name, problem["task_id"]), meta=meta)
 
-    def program(self, task: Task, completion: str) -> str:
-        return unit_test_program(task, completion)
+    def tests(self, task: Task, completion: str) -> Harnessed:
+        return unit_tests(task, completion)
 
     def score(self, task: Task, completion: str) -> float:
-        from autotelic.sandbox import run_python
-
-        return float(run_python(self.program(task, completion)).ok)
+        return passes(self.tests(task, completion))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,13 +324,11 @@ class PyFuncFamily:
         prompt = INSTRUCTION + "```python\n" + stub + "```"
         return Task(prompt, answer, self.name, level, task_uid(self.name, key), meta=meta)
 
-    def program(self, task: Task, completion: str) -> str:
-        return unit_test_program(task, completion)
+    def tests(self, task: Task, completion: str) -> Harnessed:
+        return unit_tests(task, completion)
 
     def score(self, task: Task, completion: str) -> float:
-        from autotelic.sandbox import run_python
-
-        return float(run_python(self.program(task, completion)).ok)
+        return passes(self.tests(task, completion))
 
 
 CODE_FAMILIES = {family.name: family for family in (HumanEvalFamily(), PyFuncFamily())}

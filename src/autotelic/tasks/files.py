@@ -6,7 +6,8 @@ Columns (renamed with ``curriculum.columns``, e.g. ``{prompt: question, answer: 
 - ``answer``: checked strictly: an integer must be the completion's first number, a number or LaTeX expression
   must be mathematically equal (math-verify), any other text must be the whole reply (up to case, surrounding
   whitespace, quotes and a final period);
-- ``tests``: Python test code (asserts) run after the completion's code in the sandbox: 1.0 when it exits cleanly;
+- ``tests``: Python test code (asserts) run after the completion's code in the sandbox, in the harness of
+  ``harness.py``: the ``unit_tests`` reward pays the share of asserts that held, accuracy 1 when all did;
 - ``level`` (an integer from 1) or ``difficulty`` (easy/medium/hard, or numbers ranked into levels 1-3): the
   curriculum's levels; without either every row is level 1, and ``curriculum.name=regret`` ranks the rows
   themselves by the pass rates of their own groups (its ``gate`` keeps the rows the policy gets partly right);
@@ -20,6 +21,7 @@ when a run is checked (``data_problems``), before any model: a bad row stops the
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import math
@@ -32,6 +34,7 @@ from typing import Any
 
 from autotelic.config import DATA_COLUMNS, ConfigError
 from autotelic.tasks import task_uid
+from autotelic.tasks.harness import Harnessed, harness, passes
 from autotelic.text import first_integer_matches, parse_gold, parse_prediction
 from autotelic.types import Task
 
@@ -215,6 +218,12 @@ def parse_row(row: Row, columns: dict[str, str]) -> DataRow:
         checked[role] = _text(value)
         if value is not None and checked[role] is None and not (isinstance(value, float) and math.isnan(value)):
             raise ConfigError(f"{row.where}: '{names[role]}' must be text or a number, got {type(value).__name__}")
+    if checked["tests"] is not None:
+        try:
+            ast.parse(checked["tests"])
+        except SyntaxError as error:
+            raise ConfigError(f"{row.where}: '{names['tests']}' is not valid Python (line {error.lineno}: "
+                              f"{error.msg}): tests are Python asserts") from None
     level = values.get(names["level"])
     difficulty = level if level is not None else values.get(names["difficulty"])
     if isinstance(difficulty, float) and math.isnan(difficulty):
@@ -316,17 +325,17 @@ class DataFamily:
             raise ValueError(f"family '{self.name}' has levels {self.levels}, not {level}")
         return self.task(rng.choice(self.rows[level]), level)
 
-    def program(self, task: Task, completion: str) -> str:
-        """The completion's code, then the row's tests: it exits cleanly iff the tests pass."""
+    def tests(self, task: Task, completion: str) -> Harnessed:
+        """The completion's code, then the row's tests, in the harness."""
         from autotelic.tasks.code import extract_code
 
-        return f"{extract_code(completion)}\n\n{task.meta['tests']}\n"
+        if "tests" not in task.meta:
+            raise ValueError(f"this row of '{self.name}' has no tests (its tests column is empty)")
+        return harness(extract_code(completion), task.meta["tests"])
 
     def score(self, task: Task, completion: str) -> float:
         if "tests" in task.meta:
-            from autotelic.sandbox import run_python
-
-            return float(run_python(self.program(task, completion)).ok)
+            return passes(self.tests(task, completion))
         if task.answer:
             return answer_score(task.answer, completion)
         return math.nan  # no check of its own: a reward function scores this row

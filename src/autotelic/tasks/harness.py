@@ -1,0 +1,129 @@
+"""Unit tests whose verdict a solution cannot fake by exiting, graded by assertion.
+
+Run as a plain script (solution, tests, ``check(f)``), a program passes when the interpreter exits with status 0,
+and a solution that calls ``sys.exit(0)``, ``exit()`` or ``os._exit(0)`` before the tests leaves it with status 0
+too: it read as correct. Here the solution and then its tests run inside a harness, each by ``exec`` in one fresh
+namespace (``__name__`` is not ``"__main__"``, so a solution's main block does not run, as in HumanEval's own
+harness); every exit and exception is caught, and each ``assert`` of the tests is counted on its own. The
+verdict is the last line the harness writes (to a copy of stdout taken before the solution runs), tagged with a
+random nonce made for this run, which the solution does not know. No verdict line (the process was killed,
+exited from under the harness, or cut its output): nothing passed.
+
+The nonce is in the program's text, so code that reads its own source could forge the line; nothing a model
+writes to solve a task does that, and the sandbox still holds whatever it does.
+"""
+
+from __future__ import annotations
+
+import ast
+import secrets
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from autotelic.sandbox.process import ExecutionResult
+from autotelic.types import Task
+
+HOOK = "__autotelic_assert__"
+
+_HARNESS = """\
+import os as _os
+
+
+def _autotelic_run(solution, tests, nonce, hook):
+    out = _os.dup(1)
+    results = []
+
+    def count(condition):
+        try:
+            results.append(bool(condition()))
+        except Exception:
+            results.append(False)
+
+    namespace = {"__name__": "__solution__", hook: count}
+    finished = 0
+    try:
+        exec(compile(solution, "solution.py", "exec"), namespace)
+        exec(compile(tests, "tests.py", "exec"), namespace)
+        finished = 1
+    except BaseException:  # SystemExit and KeyboardInterrupt too: a program that exits early has not passed
+        pass
+    _os.write(out, f"\\n{nonce} {sum(results)} {len(results)} {finished}\\n".encode())
+
+
+_autotelic_run(%r, %r, %r, %r)
+"""
+
+
+class _CountAsserts(ast.NodeTransformer):
+    """``assert test, msg`` -> ``HOOK(lambda: test)``: a failed assertion is counted, and the tests go on."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.Expr:
+        arguments = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+        call = ast.Call(ast.Name(HOOK, ast.Load()), [ast.Lambda(arguments, node.test)], [])
+        return ast.copy_location(ast.Expr(call), node)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: int
+    """Assertions that held."""
+    asserts: int
+    """Assertions counted: those that ran, or the tests' written ones when fewer ran."""
+    finished: bool
+    """The tests ran to their end without an exception or an exit."""
+
+    @property
+    def fraction(self) -> float:
+        """The graded reward: the share of assertions that held (ReST-RL's unit-test reward)."""
+        if not self.asserts:
+            return float(self.finished)
+        return self.passed / self.asserts
+
+    @property
+    def passed_all(self) -> bool:
+        """Strict correctness, what accuracy counts: every assertion held and the tests finished."""
+        return self.finished and self.passed == self.asserts
+
+
+@dataclass(frozen=True)
+class Harnessed:
+    program: str
+    """What runs in the sandbox."""
+    nonce: str
+    written_asserts: int
+
+    def verdict(self, result: ExecutionResult) -> Verdict:
+        """The run's verdict from its last nonce-tagged line; none: nothing passed."""
+        for line in reversed(result.stdout.splitlines()):
+            fields = line.split()
+            if len(fields) == 4 and fields[0] == self.nonce and all(f.isdigit() for f in fields[1:]):
+                passed, ran, finished = map(int, fields[1:])
+                return Verdict(passed, max(ran, self.written_asserts), bool(finished))
+        return Verdict(0, self.written_asserts, False)
+
+
+def harness(solution: str, tests: str) -> Harnessed:
+    """The harness program for ``solution`` and its ``tests`` (Python that asserts, and calls what it defines,
+    e.g. ``def check(candidate): ...`` then ``check(f)``). Raises ValueError for tests that are not Python."""
+    try:
+        tree = ast.parse(tests)
+    except SyntaxError as error:
+        raise ValueError(f"the tests are not valid Python (line {error.lineno}: {error.msg})") from None
+    written = sum(isinstance(node, ast.Assert) for node in ast.walk(tree))
+    counted = ast.unparse(ast.fix_missing_locations(_CountAsserts().visit(tree)))
+    nonce = secrets.token_hex(16)
+    return Harnessed(_HARNESS % (solution, counted, nonce, HOOK), nonce, written)
+
+
+@runtime_checkable
+class Tested(Protocol):
+    """A task family whose tasks carry unit tests (the ``unit_tests`` reward needs one)."""
+
+    def tests(self, task: Task, completion: str) -> Harnessed: ...
+
+
+def passes(harnessed: Harnessed) -> float:
+    """Strict 0/1: whether the completion passes every test (one sandboxed run)."""
+    from autotelic.sandbox import run_python
+
+    return float(harnessed.verdict(run_python(harnessed.program)).passed_all)
