@@ -19,29 +19,34 @@ ANSWER = "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    return y * 2\
 NO_HELDOUT = HeldOut(())
 
 
-def test_line_prefixes_cut_before_each_code_line_but_the_first_keeping_its_indentation():
+def test_line_prefixes_are_the_first_k_code_lines_keeping_the_next_ones_indentation():
     cuts = line_prefixes(ANSWER)
     assert cuts == [
         "Here you go:\n```python\ndef f(x):\n    ",
         "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    ",
-    ]  # blank lines are no cut points; the solver always writes at least the rest of the last line
-    assert line_prefixes("a\nb\nc") == ["a\n", "a\nb\n"]  # no code block: every line but the first
-    assert line_prefixes("```python\nreturn 1\n```") == []  # one code line: nothing to cut
+        "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    return y * 2\n",
+    ]  # blank lines are no cut points; the last prefix is the whole code, its continuation only closes it
+    assert line_prefixes("a\nb\nc") == ["a\n", "a\nb\n", "a\nb\nc"]  # no code block: over every line
+    assert line_prefixes("```python\nreturn 1\n```") == ["```python\nreturn 1\n"]
+    assert line_prefixes("no code at all\n```python\n```") == []
 
 
-def test_prefix_choice_prefers_later_cuts_with_the_decay():
+def test_prefix_choice_draws_half_the_lines_with_replacement_preferring_early_cuts():
+    """ReST-RL's sampling: ceil(lines x per_line) draws, with replacement, weight decay**(k - 1) for k lines."""
     prefixes = [f"p{i}" for i in range(10)]
     rng = random.Random(0)
+    assert len(choose_prefixes(prefixes, 0.5, 0.95, rng)) == 5 and len(choose_prefixes(prefixes[:3], 0.5, 0.95, rng)) == 2
     counts = {p: 0 for p in prefixes}
     for _ in range(4000):
-        (chosen,) = choose_prefixes(prefixes, 1, 0.5, rng)
-        counts[chosen] += 1
-    # weight 0.5**(lines after the cut): the last cut about twice as often as the one before it
-    assert counts["p9"] > counts["p8"] > counts["p7"] > counts["p0"]
-    assert 1.6 < counts["p9"] / counts["p8"] < 2.5
-    assert choose_prefixes(prefixes, 3, 0.95, random.Random(1)) == choose_prefixes(prefixes, 3, 0.95, random.Random(1))
-    assert len(set(choose_prefixes(prefixes, 3, 0.95, rng))) == 3
-    assert choose_prefixes(prefixes[:1], 5, 0.95, rng) == ["p0"]
+        for chosen in choose_prefixes(prefixes, 0.1, 0.5, rng):  # one draw
+            counts[chosen] += 1
+    # weight 0.5**(k - 1): the first cut about twice as often as the second
+    assert counts["p0"] > counts["p1"] > counts["p2"] > counts["p9"]
+    assert 1.6 < counts["p0"] / counts["p1"] < 2.5
+    assert choose_prefixes(prefixes, 0.5, 0.95, random.Random(1)) == choose_prefixes(prefixes, 0.5, 0.95,
+                                                                                    random.Random(1))
+    assert choose_prefixes(prefixes[:1], 5.0, 0.95, rng) == ["p0"] * 5  # with replacement
+    assert choose_prefixes([], 0.5, 0.95, rng) == []
 
 
 def _task(uid="t1") -> Task:
@@ -53,18 +58,20 @@ def _group(task: Task, texts_rewards: list[tuple[str, float]]) -> Group:
     return Group(task, [0], samples)
 
 
-def test_prefix_curriculum_cuts_correct_answers_and_serves_them_as_a_share_of_the_step():
+def test_prefix_curriculum_cuts_the_best_answers_of_spread_groups_and_serves_them_as_a_share_of_the_step():
     base = BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT)
-    curriculum = PrefixCurriculum(base, fraction=0.5, per_solution=2, decay=0.95, min_reward=1.0, seed=0)
+    curriculum = PrefixCurriculum(base, fraction=0.5, per_line=1.0, decay=0.95, min_reward=0.9, min_std=0.05,
+                                  seed=0)
     assert all(not t.response_prefix for t in curriculum.next_tasks(4))  # nothing harvested yet
     task = _task()
-    metrics = curriculum.observe([_group(task, [(ANSWER, 1.0), ("wrong", 0.0)]),
-                                  _group(_task("t2"), [("```python\na\nb\n```", 0.5)])])  # below min_reward
-    assert metrics["prefix/made"] == 2 and len(curriculum.queue) == 2
-    drawn = curriculum.next_tasks(4)
+    metrics = curriculum.observe([_group(task, [(ANSWER, 0.9), ("wrong", 0.2)]),
+                                  _group(_task("t2"), [("```python\na\nb\n```", 0.8), ("x", 0.0)]),  # best < 0.9
+                                  _group(_task("t3"), [(ANSWER, 1.0), (ANSWER, 1.0)])])  # no spread: all right
+    assert metrics["prefix/made"] == 3 and len(curriculum.queue) == 3  # ceil(3 lines x 1.0) draws from t1's best
+    drawn = curriculum.next_tasks(6)
     prefixed = [t for t in drawn if t.response_prefix]
-    assert len(drawn) == 4 and len(prefixed) == 2
-    assert {t.response_prefix for t in prefixed} == set(line_prefixes(ANSWER))
+    assert len(drawn) == 6 and len(prefixed) == 3
+    assert {t.response_prefix for t in prefixed} <= set(line_prefixes(ANSWER))
     assert all(t.prompt == task.prompt and t.uid.startswith("t1#prefix") for t in prefixed)
     # a prefixed task's verifier sees the whole response; its groups are not cut again
     assert prefixed[0].full_response("rest") == prefixed[0].response_prefix + "rest"
@@ -74,7 +81,7 @@ def test_prefix_curriculum_cuts_correct_answers_and_serves_them_as_a_share_of_th
 
 def test_prefix_curriculum_state_round_trips():
     curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=1.0, seed=0)
-    curriculum.observe([_group(_task(), [(ANSWER, 1.0)])])
+    curriculum.observe([_group(_task(), [(ANSWER, 1.0), ("wrong", 0.0)])])
     clone = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=1.0, seed=0)
     clone.load_state_dict(curriculum.state_dict())
     assert [t.uid for t in clone.next_tasks(2)] == [t.uid for t in curriculum.next_tasks(2)]

@@ -73,8 +73,8 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
             curriculum = EvolvingPromptPool(curriculum, evolve.every, evolve.fraction, evolve.old_fraction, seed)
     if cur.prefixes.fraction > 0:
         prefixes = cur.prefixes
-        curriculum = PrefixCurriculum(curriculum, prefixes.fraction, prefixes.per_solution, prefixes.decay,
-                                      prefixes.min_reward, seed=seed)
+        curriculum = PrefixCurriculum(curriculum, prefixes.fraction, prefixes.per_line, prefixes.decay,
+                                      prefixes.min_reward, prefixes.min_std, seed=seed)
     if cur.failure_fraction > 0:
         curriculum = FailureCurriculum(curriculum, heldout, cur.failure_fraction)
     return curriculum

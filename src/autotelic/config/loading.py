@@ -69,7 +69,7 @@ MOVED = {
     "generate.partial_segment_tokens": "partial.segment_tokens", "generate.opponent": "selfplay.opponent",
     "control.max_turns": "episode.max_turns", "control.turn_tokens": "episode.turn_tokens",
     "control.max_invalid": "episode.max_invalid", "curriculum.prefix_fraction": "curriculum.prefixes.fraction",
-    "curriculum.prefix_per_solution": "curriculum.prefixes.per_solution",
+    "curriculum.prefix_per_solution": "curriculum.prefixes.per_line",
     "curriculum.prefix_decay": "curriculum.prefixes.decay",
     "curriculum.prefix_min_reward": "curriculum.prefixes.min_reward",
 }

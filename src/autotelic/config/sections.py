@@ -224,21 +224,26 @@ class EvolveConfig:
 
 @dataclass
 class PrefixConfig:
-    """ReST-GRPO: correct answers are cut before code lines into partial-solution prompts that the policy
-    continues (the verifier scores prefix + continuation; only the continuation trains)."""
+    """ReST-GRPO: the best answers of problems whose groups spread are cut at code lines into partial-solution
+    prompts that the policy continues (the verifier scores prefix + continuation; only the continuation
+    trains). The defaults are the official ReST-RL code's."""
 
     fraction: float = 0.0
     """Share of each step's tasks that are partial-solution prompts (0 disables)."""
-    per_solution: int = 2
-    """Prefixes cut from each correct answer."""
+    per_line: float = 0.5
+    """Prefixes drawn per code line of the best answer (rounded up), with replacement."""
     decay: float = 0.95
-    """A cut leaving k lines after it is drawn with weight decay**k (later cuts preferred)."""
-    min_reward: float = 1.0
-    """An answer is cut into prefixes when its reward reaches this."""
+    """The prefix of k lines is drawn with weight decay**(k - 1): early cuts (long continuations) preferred."""
+    min_reward: float = 0.9
+    """A problem is cut when its best answer's reward reaches this."""
+    min_std: float = 0.05
+    """A problem is cut when its group's reward std reaches this (a group all right or all wrong is not)."""
 
     def problems(self, key: str) -> list[str]:
-        return [*fraction(f"{key}.fraction", self.fraction), *count(f"{key}.per_solution", self.per_solution),
-                *fraction(f"{key}.decay", self.decay, open_low=True), *finite(f"{key}.min_reward", self.min_reward)]
+        return [*fraction(f"{key}.fraction", self.fraction),
+                *rule(self.per_line > 0, f"{key}.per_line", self.per_line, "be above 0"),
+                *fraction(f"{key}.decay", self.decay, open_low=True), *finite(f"{key}.min_reward", self.min_reward),
+                *at_least_zero(f"{key}.min_std", self.min_std)]
 
 
 @dataclass

@@ -1,24 +1,26 @@
 """ReST-GRPO's partial-solution prompts (ReST-RL, Zhoubian et al. 2025).
 
-When the solver answers a problem (nearly) fully correctly, its group usually has little reward
-spread and teaches GRPO nothing. Cutting that answer into line prefixes and asking the solver to
-continue from one turns the problem into new prompts of intermediate difficulty, whose groups do
-vary. Later cut points are preferred (weight ``decay**lines_from_the_end``), as in the paper: a
-long correct prefix leaves a short, learnable remainder.
+A problem whose group's rewards spread (std at least ``min_std``) and whose best answer is (nearly) right
+(reward at least ``min_reward``) is cut into partial-solution prompts: the best answer's first k code lines,
+for k from 1 to all of them, the solver continuing from the cut. As in the official ReST-RL code (``process``
+in ``experiment/process_gen_data.py``, ``utils/sample_utils.py``): ceil(lines x ``per_line``) cuts are drawn,
+with replacement, with weight ``decay**(k - 1)``, so early cuts (long continuations) are preferred; the
+defaults are theirs (0.05, 0.9, 0.5, 0.95).
 
-``PrefixCurriculum`` wraps any curriculum: it harvests correct answers from the groups it
-observes and serves a share of each step's tasks from the prefixes it made.
+``PrefixCurriculum`` wraps any curriculum: it harvests the best answers of the groups it observes and serves a
+share of each step's tasks from the prefixes it made.
 """
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotelic.curricula.base import Curriculum, DerivedTaskQueue
-from autotelic.curricula.regret import sample_without_replacement
 from autotelic.curricula.rngstate import rng_state, set_rng_state
 from autotelic.types import Group, Task
 
@@ -26,22 +28,26 @@ _FENCE = "```"
 
 
 def line_prefixes(response: str) -> list[str]:
-    """The response cut just before the first non-blank character of each code line but the first:
-    inside the first fenced code block when there is one (prose before it stays in every prefix), else
-    over all lines. The cut keeps the line's indentation, so the continuation starts on a token boundary
-    the model itself would use ("\n    " is one token for most code tokenizers; a prefix ending at
-    "\n" invites a spurious fence or a one-space indent)."""
+    """The response's first k code lines, for k = 1 .. all: inside the first fenced code block when there is one
+    (prose before it stays in every prefix), else over all lines. A cut before a line keeps that line's
+    indentation, so the continuation starts on a token boundary the model itself would use ("\n    " is one
+    token for most code tokenizers; a prefix ending at "\n" invites a spurious fence or a one-space indent);
+    the last holds the whole code, and its continuation only closes it."""
     lines = response.splitlines(keepends=True)
     fences = [i for i, line in enumerate(lines) if line.lstrip().startswith(_FENCE)]
     first, last = (fences[0] + 1, fences[1] if len(fences) > 1 else len(lines)) if fences else (0, len(lines))
     code_lines = [i for i in range(first, last) if lines[i].strip()]
-    return ["".join(lines[:i]) + lines[i][:len(lines[i]) - len(lines[i].lstrip())] for i in code_lines[1:]]
+    cuts = ["".join(lines[:i]) + lines[i][:len(lines[i]) - len(lines[i].lstrip())] for i in code_lines[1:]]
+    return cuts + ["".join(lines[:code_lines[-1] + 1])] if code_lines else []
 
 
-def choose_prefixes(prefixes: list[str], count: int, decay: float, rng: random.Random) -> list[str]:
-    """Up to ``count`` distinct prefixes, drawn with weight decay**(lines left after the cut)."""
-    weights = [decay ** (len(prefixes) - 1 - i) for i in range(len(prefixes))]
-    return [prefixes[i] for i in sorted(sample_without_replacement(weights, min(count, len(prefixes)), rng))]
+def choose_prefixes(prefixes: list[str], per_line: float, decay: float, rng: random.Random) -> list[str]:
+    """ceil(len(prefixes) x per_line) prefixes, drawn with replacement with weight decay**(k - 1) for the
+    prefix of k lines: early cuts first (ReST-RL's ``weighted_sample``)."""
+    if not prefixes:
+        return []
+    count = math.ceil(len(prefixes) * per_line)
+    return rng.choices(prefixes, weights=[decay ** k for k in range(len(prefixes))], k=count)
 
 
 def prefix_task(task: Task, prefix: str) -> Task:
@@ -53,10 +59,12 @@ class PrefixCurriculum(DerivedTaskQueue):
     base: Curriculum
     fraction: float = 0.25
     """Share of each step's tasks served from partial-solution prompts (when any are queued)."""
-    per_solution: int = 2
+    per_line: float = 0.5
     decay: float = 0.95
-    min_reward: float = 1.0
-    """An answer counts as correct, and is cut into prefixes, at this reward or above."""
+    min_reward: float = 0.9
+    """A group's best answer is cut into prefixes when its reward reaches this ..."""
+    min_std: float = 0.05
+    """... and the group's rewards spread at least this much (population std)."""
     capacity: int = 256
     """Prefixes kept waiting at most; the oldest are forgotten first."""
     seed: int = 0
@@ -73,9 +81,10 @@ class PrefixCurriculum(DerivedTaskQueue):
         made = 0
         for group in original:
             best = max(group.samples, key=lambda s: s.reward if s.reward is not None else float("-inf"))
-            if best.reward is None or best.reward < self.min_reward:
+            spread = statistics.pstdev(group.rewards) if len(group.samples) > 1 else 0.0
+            if best.reward is None or best.reward < self.min_reward or spread < self.min_std:
                 continue
-            chosen = choose_prefixes(line_prefixes(best.text), self.per_solution, self.decay, self.rng)
+            chosen = choose_prefixes(line_prefixes(best.text), self.per_line, self.decay, self.rng)
             self.queue.extend(prefix_task(group.task, prefix) for prefix in chosen)
             made += len(chosen)
         prefixed = [g for g in groups if g.task.response_prefix]
