@@ -14,7 +14,6 @@ from autotelic.config import ModelConfig, SearchConfig
 from autotelic.evaluation import Decoding, evaluate
 from autotelic.loading import load_config
 from autotelic.rewards import build_reward
-from autotelic.rollout.filter import verifier_reward
 from autotelic.search import RolloutEvaluator, search, value_examples
 from autotelic.tasks import get_family
 from autotelic.run_state import new_run_dir
@@ -62,10 +61,10 @@ def test_search_with_test_scored_rollouts_labels_nodes_consistently(policy, task
             assert node.token_ids[:len(tree.nodes[node.parent].token_ids)] == tree.nodes[node.parent].token_ids
             assert node.visits == 1 + sum(tree.nodes[c].visits for c in node.children)
             assert len(node.token_ids) <= 64
-    # the rollouts were really run against the problems' tests: their rewards recompute exactly
+    # the rollouts were really run against the problems' tests: their (graded) rewards recompute exactly
     for example in evaluator.rollouts:
         task = next(t for t in tasks if t.prompt == example.prompt)
-        assert example.target == verifier_reward(task, example.response)
+        assert [example.target] == reward(task, [example.response])
     examples = value_examples(trees, policy.decode)
     assert examples and all(0.0 <= e.target <= 1.0 and e.weight >= 1 for e in examples)
 
