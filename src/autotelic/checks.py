@@ -88,8 +88,9 @@ def model_problems(config: RunConfig) -> list[str]:
     if config.value.enabled:
         paths["value.base_model"] = config.value.base_model
     for index, reward in enumerate(config.filter.rewards):
-        if reward.name in ("judge", "web_judge") and reward.options.get("model", "policy") != "policy":
-            paths[f"filter.rewards[{index}].options.model"] = str(reward.options["model"])
+        model = reward.options.get("model", "policy")
+        if reward.name in ("judge", "web_judge", "reward_model") and model != "policy":
+            paths[f"filter.rewards[{index}].options.model"] = str(model)
     problems = [problem for key, path in paths.items() if path is not None and not path.startswith(RANDOM_PREFIX)
                 if (problem := model_dir_problem(key, path)) is not None]
     if config.model.chat_template is not None:

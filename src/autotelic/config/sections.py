@@ -100,7 +100,8 @@ class RewardSpec:
     name: str = "verifier"
     """verifier (the task family's own check), math_verify, unit_tests, majority_vote (label-free, TTRL;
     option novelty_weight: EVOL-RL), self_certainty (label-free: the policy's confidence), judge (an LLM
-    with a rubric), format, length, or env (the environment's or game's return)."""
+    with a rubric), reward_model (a local scalar reward model; option model: its directory), format, length, or
+    env (the environment's or game's return)."""
     weight: float = 1.0
     options: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the reward (e.g. judge: {model: policy, rubric: ...}; format: {pattern: ...})."""

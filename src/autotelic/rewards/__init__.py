@@ -47,6 +47,7 @@ REWARDS: Registry[Callable[..., RewardFunction | TrajectoryReward]] = Registry("
     "judge": "autotelic.rewards.judge:LLMJudge",
     "self_certainty": "autotelic.rewards.confidence:SelfCertaintyReward",
     "unit_tests": "autotelic.rewards.unit_tests:UnitTestReward",
+    "reward_model": "autotelic.rewards.reward_model:RewardModelReward",
     # web episodes (OpAgent's hybrid reward): these read the trajectory, not the reply text
     "web_success": "autotelic.rewards.web:WebSuccess",
     "web_progress": "autotelic.rewards.web:WebProgress",
