@@ -179,8 +179,8 @@ def test_reward_workers_score_in_their_sandboxes_like_the_driver_and_replace_a_d
                                for text in (problems[task.answer]["canonical_solution"], "    return None\n")])
               for task in tasks]
     groups.append(Group(_tasks(1)[0], [], [Sample(text="0", token_ids=[], logprobs=[], finished=True)]))  # no tests
-    config = load_config(None, CONFIG + ["filter.rewards=[{name: unit_tests, options: {wall_seconds: 5.0}}]",
-                                         "dist.reward_workers=2"])
+    unit_tests = "filter.rewards=[{name: unit_tests, options: {wall_seconds: 5.0, graded: false}}]"
+    config = load_config(None, CONFIG + [unit_tests, "dist.reward_workers=2"])
     pool = RayRewardPool(partial(build_reward_worker, config), workers=2)
     ray.kill(pool.pool.actors[1])  # dies before its share arrives
     remote = copy.deepcopy(groups)

@@ -138,7 +138,7 @@ def build_filters(config: RunConfig) -> list[GroupFilter]:
     cfg = config.filter
     filters = [*get_mode(config.generate.mode).filters(config)]
     if cfg.drop_zero_variance:
-        filters.append(ZeroVarianceFilter())
+        filters.append(ZeroVarianceFilter(by_turn=config.algorithm.turn_credit))
     if cfg.min_reward_std > 0:
         filters.append(MinStdFilter(cfg.min_reward_std))
     if cfg.pass_rate_band is not None:

@@ -165,11 +165,29 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
                  for r in config.filter.rewards if r.name not in known_rewards and not is_custom(r.name)]
     problems += [f"unknown decoding '{d}' in value.decodings; valid: {', '.join(DECODINGS)}"
                  for d in config.value.decodings if d not in DECODINGS]
+    problems += turn_credit_problems(config, spec, mode)
     problems += mode.problems(config, spec)
     if problems:
         raise TrainingError("; ".join(problems))
     if config.vllm.enabled:  # before the model loads: name a missing package or GPU
         require_vllm(config.vllm)
+
+
+def turn_credit_problems(config: RunConfig, spec: AlgorithmSpec, mode: Mode) -> list[str]:
+    """algorithm.turn_credit needs episodes, an advantage it generalises and rewards scored in this process."""
+    if not config.algorithm.turn_credit:
+        return []
+    problems = []
+    if not mode.holds_envs(config):
+        problems.append(f"algorithm.turn_credit credits the turns of multi-turn episodes: generate.mode="
+                        f"{config.generate.mode} steps no environment (use generate.mode=episode)")
+    if spec.advantage not in ("grpo", "dr_grpo"):
+        problems.append(f"algorithm.turn_credit normalises turn returns within groups as GRPO does: use grpo, "
+                        f"dr_grpo, dapo or gspo, not {spec.name}")
+    if config.dist.reward_workers:
+        problems.append("algorithm.turn_credit reads each turn's rewards, which reward workers do not send back: "
+                        "set dist.reward_workers=0")
+    return problems
 
 
 def runs_model_code(config: RunConfig) -> bool:

@@ -27,6 +27,7 @@ from autotelic.algorithms import (
     policy_loss,
     rae_advantages,
     tree_advantages,
+    turn_advantages,
 )
 from autotelic.backends import PolicyBackend
 from autotelic.config import AlgorithmConfig
@@ -89,9 +90,26 @@ class RoleBaselines:
         self.values = dict(state["values"])
 
 
-def _targets(groups: list[Group], spec: AlgorithmSpec, baselines: RoleBaselines | None = None) -> _Targets:
+def credits_turns(group: Group) -> bool:
+    """Whether every episode of the group has its rewards per turn (``rollout.filter.record_turn_rewards``)."""
+    return all(len(s.info.get("turn_rewards", ())) == len(s.info.get("turn_starts", ())) > 0 for s in group.samples)
+
+
+def _targets(groups: list[Group], spec: AlgorithmSpec, baselines: RoleBaselines | None = None,
+             turn_credit: bool = False) -> _Targets:
     samples = [s for g in groups for s in g.samples]
     masks = [s.loss_mask() for s in samples]
+    if turn_credit:  # per turn where a group's episodes have per-turn rewards, else the group's usual advantages
+        advantages = []
+        for group in groups:
+            if credits_turns(group):
+                advantages.extend(turn_advantages([s.info["turn_rewards"] for s in group.samples],
+                                                  [s.info["turn_starts"] for s in group.samples],
+                                                  [len(s.token_ids) for s in group.samples],
+                                                  scale=spec.advantage == "grpo"))
+            else:
+                advantages.extend(_targets([group], spec, baselines).advantages)
+        return _Targets(advantages, masks)
     if spec.advantage == "rae":
         if baselines is None:
             raise ValueError(f"algorithm {spec.name} needs the run's RoleBaselines")
@@ -149,7 +167,7 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
     (``batch_normalizer``) when ``groups`` is one rank's share of it, so that the ranks' losses and gradients
     sum to the whole batch's; stats are then averages over the share."""
     settings = loss_settings(spec, algo)
-    targets = _targets(groups, spec, baselines)
+    targets = _targets(groups, spec, baselines, algo.turn_credit)
     if normalizer is None:
         normalizer = _normalizer(targets.masks, settings.loss_agg, max_new_tokens)
     decoupled = algo.off_policy == "decoupled"

@@ -16,6 +16,7 @@ from autotelic.algorithms.advantages import (
     reinforce_pp_advantages,
     rloo_advantages,
     tree_advantages,
+    turn_advantages,
 )
 from autotelic.algorithms.dpo import best_worst_pair, dpo_loss
 from autotelic.algorithms.policy_gradient import (
@@ -91,4 +92,5 @@ __all__ = [
     "reinforce_pp_advantages",
     "rloo_advantages",
     "tree_advantages",
+    "turn_advantages",
 ]

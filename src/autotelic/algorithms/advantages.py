@@ -139,3 +139,33 @@ def tree_advantages(
         advantages.append([prefix_advantage * factor] * shared + [suffix_advantage * factor] * rest)
         masks.append([prefix_mask] * shared + [1] * rest)
     return advantages, masks
+
+
+def turn_advantages(turn_rewards: list[list[float]], turn_starts: list[list[int]], lengths: list[int],
+                    scale: bool = True, eps: float = 1e-4) -> list[list[float]]:
+    """Per-token advantages for ONE group of multi-turn episodes: turn-level credit for per-step rewards (OpAgent's
+    decision tree pays each step). Turn t of episode i is credited with its return from there on,
+    G_it = r_it + r_i(t+1) + ..., centred on the mean of every G of the group (and divided by their std with
+    ``scale``): a turn is good when what followed from it beat the group's turns. Every token of the turn, from
+    its start to the next turn's, carries it; the observation tokens between turns are the sample's loss mask's
+    to leave out. An episode's first turn's G is its whole reward."""
+    if not len(turn_rewards) == len(turn_starts) == len(lengths):
+        raise ValueError("turn_rewards, turn_starts and lengths must have one entry per episode")
+    returns = []
+    for rewards, starts in zip(turn_rewards, turn_starts):
+        if len(rewards) != len(starts):
+            raise ValueError(f"{len(rewards)} turn rewards for {len(starts)} turns")
+        returns.append([sum(rewards[t:]) for t in range(len(rewards))])
+    flat = [g for episode in returns for g in episode]
+    if not flat:
+        return [[0.0] * n for n in lengths]
+    mean = statistics.fmean(flat)
+    factor = 1.0 / (statistics.stdev(flat) + eps) if scale and len(flat) > 1 else 1.0
+    advantages = []
+    for episode, starts, length in zip(returns, turn_starts, lengths):
+        tokens = [0.0] * length
+        for t, start in enumerate(starts):
+            end = starts[t + 1] if t + 1 < len(starts) else length
+            tokens[start:end] = [(episode[t] - mean) * factor] * (end - start)
+        advantages.append(tokens)
+    return advantages

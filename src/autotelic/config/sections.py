@@ -330,6 +330,9 @@ class AlgorithmConfig:
     """Gradients are clipped to this global norm."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
+    turn_credit: bool = False
+    """Multi-turn episodes: each turn's advantage is its return from there on (its own and later turns' rewards,
+    e.g. OpAgent's per-step decision tree), normalised over the group's turns, instead of one per episode."""
     micro_batch_groups: int = 8
     """Groups per forward/backward at most; gradients accumulate over the batch."""
     micro_batch_tokens: int | None = 4096

@@ -75,8 +75,23 @@ class WebProgress:
     reads_trajectories: bool = field(default=True, init=False)
 
     def __call__(self, group: Group) -> list[float]:
-        return [sum(decision_tree(step, self.step_penalty) for step in steps_of(s) if step.get("answer") is None)
-                + self.milestone_weight * progress_fraction(s) for s in group.samples]
+        return [sum(self.turn_values(s)) for s in group.samples]
+
+    def turns(self, group: Group) -> list[list[float]]:
+        return [self.turn_values(s) for s in group.samples]
+
+    def turn_values(self, sample: Sample) -> list[float]:
+        """Each step's share: its decision-tree value and the milestones it reached; they sum to the reward."""
+        steps, reached, values = steps_of(sample), 0, []
+        for step in steps:
+            value = decision_tree(step, self.step_penalty) if step.get("answer") is None else 0.0
+            if step.get("milestones_total"):
+                value += self.milestone_weight * (step["milestones"] - reached) / step["milestones_total"]
+                reached = step["milestones"]
+            values.append(value)
+        if values and not steps[-1].get("milestones_total"):  # no milestones: success is the whole progress
+            values[-1] += self.milestone_weight * float(succeeded(sample))
+        return values
 
 
 def web_metrics(samples: list[Sample]) -> dict[str, float]:

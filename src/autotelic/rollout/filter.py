@@ -16,7 +16,7 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, Protocol, runtime_checkable
 
 from autotelic.tasks import get_family
 from autotelic.types import Group, Sample, Task
@@ -42,21 +42,60 @@ def completion_scorer(reward_fn: Callable[[Task, list[str]], list[float]]) -> Sc
     return score
 
 
-def env_return(group: Group) -> list[float]:
-    """Episode mode: the environment's return, summed over the episode's steps."""
-    return [float(s.info["return"]) for s in group.samples]
+@runtime_checkable
+class ScoresTurns(Protocol):
+    """A reward of multi-turn episodes that also says what each turn earned (the values sum to the reward)."""
+
+    def __call__(self, group: Group) -> list[float]: ...
+
+    def turns(self, group: Group) -> list[list[float]]: ...
+
+
+class EnvReturn:
+    """Episode mode: the environment's return, summed over the episode's steps; per turn, each step's reward."""
+
+    name = "env"
+
+    def __call__(self, group: Group) -> list[float]:
+        return [float(s.info["return"]) for s in group.samples]
+
+    def turns(self, group: Group) -> list[list[float]]:
+        return [list(s.info.get("step_rewards", [])) for s in group.samples]
+
+
+env_return = EnvReturn()
+
+
+def record_turn_rewards(group: Group, parts: list[tuple[Scorer, float]], columns: list[list[float]]) -> None:
+    """Each episode's weighted reward per turn, in ``info["turn_rewards"]`` (summing to its reward): a reward that
+    scores turns gives its per-turn values, any other all of its value to the last turn."""
+    per_part = [scorer.turns(group) if isinstance(scorer, ScoresTurns) else None for scorer, _ in parts]
+    for index, sample in enumerate(group.samples):
+        count = len(sample.info.get("turn_starts", ()))
+        if not count:
+            continue
+        turns = [0.0] * count
+        for (_, weight), column, values in zip(parts, columns, per_part):
+            own = values[index] if values is not None else []
+            if len(own) == count:
+                turns = [total + weight * value for total, value in zip(turns, own)]
+            else:
+                turns[-1] += column[index]
+        sample.info["turn_rewards"] = turns
 
 
 def weighted_scorer(parts: list[tuple[Scorer, float]]) -> Scorer:
-    """Sum of weighted rewards; a nan in any part makes the sample nan."""
-    if len(parts) == 1 and parts[0][1] == 1.0:
+    """Sum of weighted rewards; a nan in any part makes the sample nan. Episodes also get their rewards per turn
+    (``record_turn_rewards``), for turn-level credit."""
+    if len(parts) == 1 and parts[0][1] == 1.0 and not isinstance(parts[0][0], ScoresTurns):
         return parts[0][0]
 
     def score(group: Group) -> list[float]:
         columns = [[weight * value for value in scorer(group)] for scorer, weight in parts]
+        record_turn_rewards(group, parts, columns)
         return [sum(values) for values in zip(*columns)]
 
-    score.__name__ = "+".join(getattr(scorer, "__name__", "reward") for scorer, _ in parts)
+    score.__name__ = "+".join(getattr(scorer, "__name__", getattr(scorer, "name", "reward")) for scorer, _ in parts)
     return score
 
 
@@ -103,12 +142,17 @@ class GroupFilter(Protocol):
 
 @dataclass(frozen=True)
 class ZeroVarianceFilter:
-    """Groups whose rewards are all equal give every sample a zero advantage: no signal."""
+    """Groups whose rewards are all equal give every sample a zero advantage: no signal. With ``by_turn``
+    (turn-level credit) a group whose episodes' returns from some turn on differ still has signal."""
 
+    by_turn: bool = False
     name: str = "zero_variance"
 
     def keep(self, group: Group) -> bool:
         rewards = group.rewards
+        if self.by_turn:
+            rewards = rewards + [sum(s.info["turn_rewards"][t:]) for s in group.samples
+                                 for t in range(len(s.info.get("turn_rewards", ())))]
         return max(rewards) - min(rewards) > 1e-8
 
 

@@ -176,7 +176,8 @@ class PartialRolloutSampler:
 def episode_sample(policy: PolicyBackend, **info: Any) -> Sample:
     """An empty multi-turn sample; turns and observations are appended as the episode goes."""
     return Sample(text="", token_ids=[], logprobs=[], finished=True, mask=[], policy_version=policy.version,
-                  info={"return": 0.0, "turns": 0, "invalid_actions": 0, "observations": [], "steps": [], **info})
+                  info={"return": 0.0, "turns": 0, "turn_starts": [], "invalid_actions": 0, "observations": [],
+                        "steps": [], **info})
 
 
 def next_turns(policy: PolicyBackend, contexts: list[tuple[list[int], Sample]], max_new_tokens: int,
@@ -200,6 +201,7 @@ def add_turn(sample: Sample, completion: Completion, max_new_tokens: int) -> lis
     ``sample.finished`` becomes False when the cap cut the turn short."""
     room = max_new_tokens - len(sample.token_ids)
     turn_ids = completion.token_ids[:room]
+    sample.info["turn_starts"].append(len(sample.token_ids))  # where the turn's tokens begin (turn credit)
     sample.token_ids += turn_ids
     sample.logprobs += completion.logprobs[:room]
     sample.mask += [1] * len(turn_ids)
@@ -227,6 +229,7 @@ def record_step(sample: Sample, result: Step) -> None:
     """An environment step's outcome in the episode sample's facts: the return, invalid actions, the
     latest and every step's info (per-step rewards read those, e.g. the web ones) and the observation."""
     sample.info["return"] += result.reward
+    sample.info.setdefault("step_rewards", []).append(result.reward)
     sample.info["invalid_actions"] += int(result.info.get("valid") is False)
     sample.info["env"] = result.info  # the latest step's facts (e.g. running tool-call counts)
     sample.info["steps"].append(result.info)

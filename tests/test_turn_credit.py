@@ -1,0 +1,98 @@
+"""Turn-level credit for multi-turn episodes (OpAgent's per-step rewards): rewards split per turn, returns from
+each turn on, per-token advantages, the zero-variance filter that sees turns, and the checks around it."""
+
+import pytest
+
+from autotelic.algorithms import get_algorithm, turn_advantages
+from autotelic.rewards.web import WebProgress, WebSuccess
+from autotelic.rollout.filter import EnvReturn, ZeroVarianceFilter, weighted_scorer
+from autotelic.types import Group, Sample, Task
+from autotelic.update import _targets
+
+TASK = Task("Buy the blue mug.", "", "web_shop", 1, "web_shop:x")
+
+
+def _episode(steps: list[dict], starts: list[int], length: int, step_rewards: list[float] | None = None) -> Sample:
+    info = {"steps": steps, "turn_starts": starts, "turns": len(starts), "return": sum(step_rewards or []),
+            "step_rewards": step_rewards or [0.0] * len(starts)}
+    mask = [1] * length
+    for start in starts[1:]:  # two observation tokens before every turn but the first
+        mask[start - 2:start] = [0, 0]
+    return Sample("", list(range(length)), [0.0] * length, True, mask=mask, info=info)
+
+
+VALID = {"valid": True, "url_changed": True}
+STUCK = {"valid": True, "page_changed": False}
+INVALID = {"valid": False}
+
+
+def _milestones(step: dict, reached: int, success: bool = False) -> dict:
+    return {**step, "milestones": reached, "milestones_total": 2, "success": success}
+
+
+def test_turn_advantages_by_hand():
+    # episode a: rewards [0, 1] -> returns [1, 1]; episode b: [-1, 0, 0] -> [-1, 0, 0]; mean 1/5, no scaling
+    advantages = turn_advantages([[0.0, 1.0], [-1.0, 0.0, 0.0]], [[0, 3], [0, 2, 4]], [5, 6], scale=False)
+    assert advantages == [pytest.approx([0.8] * 3 + [0.8] * 2), pytest.approx([-1.2] * 2 + [-0.2] * 2 + [-0.2] * 2)]
+    scaled = turn_advantages([[0.0, 1.0], [-1.0, 0.0, 0.0]], [[0, 3], [0, 2, 4]], [5, 6])
+    std = (sum((g - 0.2) ** 2 for g in (1, 1, -1, 0, 0)) / 4) ** 0.5
+    assert scaled[0][0] == pytest.approx(0.8 / (std + 1e-4))
+    with pytest.raises(ValueError, match="2 turn rewards for 1 turns"):
+        turn_advantages([[0.0, 1.0]], [[0]], [3])
+
+
+def test_web_progress_pays_each_step_its_share_and_the_shares_sum_to_the_reward():
+    progress = WebProgress(step_penalty=0.1, milestone_weight=0.5)
+    sample = _episode([_milestones(VALID, 1), _milestones(INVALID, 1), _milestones(STUCK, 2)], [0, 4, 8], 12)
+    assert progress.turn_values(sample) == pytest.approx([0.25, -0.1, -0.1 + 0.25])
+    assert progress(Group(TASK, [0], [sample])) == pytest.approx([0.3])
+
+
+def test_the_scorer_splits_each_episodes_reward_over_its_turns():
+    """web_progress pays per turn; web_success and the env return (step rewards) as they come: the outcome on the
+    last turn, each step's reward on its turn; weights apply; the turns sum to the reward."""
+    won = _episode([_milestones(VALID, 1), _milestones(VALID, 2, success=True)], [0, 4], 8, [0.0, 1.0])
+    lost = _episode([_milestones(INVALID, 0), _milestones(STUCK, 0)], [0, 4], 8, [0.0, 0.0])
+    group = Group(TASK, [0], [won, lost])
+    scorer = weighted_scorer([(WebSuccess(), 1.0), (WebProgress(0.1, 0.5), 2.0), (EnvReturn(), 0.5)])
+    rewards = scorer(group)
+    assert won.info["turn_rewards"] == pytest.approx([2 * 0.25, 1.0 + 2 * 0.25 + 0.5])
+    assert lost.info["turn_rewards"] == pytest.approx([2 * -0.1, 2 * -0.1])
+    assert [sum(s.info["turn_rewards"]) for s in group.samples] == pytest.approx(rewards)
+
+
+def test_zero_variance_by_turn_keeps_equal_episodes_whose_turns_differ():
+    episodes = [_episode([VALID, INVALID], [0, 4], 8), _episode([VALID, INVALID], [0, 4], 8)]
+    for sample in episodes:
+        sample.reward, sample.info["turn_rewards"] = -0.1, [-0.1, 0.0]  # returns from each turn: -0.1, 0
+    group = Group(TASK, [0], episodes)
+    assert not ZeroVarianceFilter().keep(group) and ZeroVarianceFilter(by_turn=True).keep(group)
+
+
+def test_the_update_credits_turns_where_a_group_has_them_and_episodes_elsewhere():
+    spec = get_algorithm("grpo")
+    episodes = [_episode([VALID, VALID], [0, 4], 8), _episode([STUCK, STUCK], [0, 4], 8)]
+    for sample, turns in zip(episodes, ([0.5, 0.5], [-0.1, -0.1])):
+        sample.reward, sample.info["turn_rewards"] = sum(turns), turns
+    plain = [Sample("a", [1, 2], [0.0, 0.0], True, reward=r) for r in (1.0, 0.0)]
+    groups = [Group(TASK, [0], episodes), Group(Task("q", "1", "add", 1, "add:q"), [0], plain)]
+    targets = _targets(groups, spec, turn_credit=True)
+    expected = turn_advantages([[0.5, 0.5], [-0.1, -0.1]], [[0, 4], [0, 4]], [8, 8])
+    assert targets.advantages[:2] == expected and expected[0][0] > expected[0][5]  # turn 1's return holds turn 2's
+    assert targets.advantages[2:] == pytest.approx(_targets(groups[1:], spec).advantages)  # no turns: per episode
+    assert targets.masks[1] == [1, 1, 0, 0, 1, 1, 1, 1]  # observation tokens stay out of the loss
+    assert len(set(_targets(groups, spec).advantages[:2])) == 2  # without turn credit: one number per episode
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["algorithm.turn_credit=true"], "generate.mode=sample steps no environment"),
+    (["algorithm.turn_credit=true", "generate.mode=episode", "generate.env=guess_number", "algorithm.name=rloo",
+      "filter.rewards=[{name: env}]", "curriculum.families=[guess_number]"], "not rloo"),
+])
+def test_turn_credit_is_refused_where_it_cannot_work(overrides, message):
+    from autotelic.checks import TrainingError, check_run
+    from autotelic.config import ConfigError
+    from autotelic.loading import load_config
+
+    with pytest.raises((ConfigError, TrainingError), match=message):
+        check_run(load_config(None, overrides))
