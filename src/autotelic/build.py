@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING
 
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends import PolicyBackend
-from autotelic.backends.hf import HFPolicy
+from autotelic.backends.hf import HFPolicy, role_backend
 from autotelic.backends.vllm import build_vllm_generation_policy
 from autotelic.checks import TrainingError
-from autotelic.config import ModelConfig, RunConfig
+from autotelic.config import RunConfig
 from autotelic.curricula import BanditCurriculum, Curriculum, PrefixCurriculum, PromptPoolCurriculum
 from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver
 from autotelic.curricula.failures import FailureCurriculum
 from autotelic.heldout import DRAWS_PER_SLOT, HeldOut, build_heldout
 from autotelic.modes import Built, get_mode
 from autotelic.modes.environments import run_env_factory
-from autotelic.rewards import build_reward
+from autotelic.rewards import JUDGE_MODEL, JUDGES, build_reward
 from autotelic.rollout.control import Budget
 from autotelic.rollout.filter import (
     GroupFilter,
@@ -96,8 +96,7 @@ def build_generation(config: RunConfig, policy: HFPolicy) -> PolicyBackend:
 
 def build_evolver(config: RunConfig, policy: PolicyBackend) -> PromptEvolver:
     evolve = config.curriculum.evolve
-    backend = policy if evolve.model == "policy" else HFPolicy(ModelConfig(path=evolve.model,
-                                                                           threads=config.model.threads))
+    backend = role_backend(evolve.model, policy, config.model, config.train.seed, {})
     return PromptEvolver(backend, list(evolve.operations), evolve.variants, evolve.temperature, evolve.max_new_tokens)
 
 
@@ -118,12 +117,9 @@ def build_scorer(config: RunConfig, policy: PolicyBackend | None) -> Scorer:
             continue
         options = dict(spec.options)
         backend = policy if spec.name == "self_certainty" else None  # confidence of the policy being trained
-        if spec.name in ("judge", "web_judge"):  # the policy itself, or another local model as a frozen judge
-            model = options.pop("model", "policy")
-            if model == "policy":
-                backend = policy
-            else:
-                backend = judges.setdefault(model, HFPolicy(ModelConfig(path=model, threads=config.model.threads)))
+        if spec.name in JUDGES:  # a frozen copy of the starting model by default, the policy, or another model
+            model = options.pop("model", JUDGE_MODEL)
+            backend = role_backend(model, policy, config.model, config.train.seed, judges)
         try:
             reward = build_reward(spec.name, options, backend=backend)
         except ValueError as error:

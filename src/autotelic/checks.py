@@ -16,7 +16,7 @@ from autotelic.envs import make_game_factory
 from autotelic.modes import Mode, get_mode
 from autotelic.modes.environments import run_env_factory
 from autotelic.evaluation import DECODINGS
-from autotelic.rewards import is_custom, reward_names
+from autotelic.rewards import JUDGE_MODEL, JUDGES, is_custom, reward_names
 from autotelic.rewards.custom import reward_problems
 from autotelic.sandbox import check as check_sandbox
 from autotelic.sandbox import configure as configure_sandbox
@@ -83,13 +83,13 @@ def model_problems(config: RunConfig) -> list[str]:
     """Local model directories the run will load (and a chat template file), checked before any of them loads."""
     paths = {"model.path": config.model.path}
     evolve = config.curriculum.evolve
-    if evolve.every and evolve.model != "policy":
+    if evolve.every and evolve.model not in ("policy", "base"):
         paths["curriculum.evolve.model"] = evolve.model
     if config.value.enabled:
         paths["value.base_model"] = config.value.base_model
     for index, reward in enumerate(config.filter.rewards):
-        model = reward.options.get("model", "policy")
-        if reward.name in ("judge", "web_judge", "reward_model") and model != "policy":
+        model = reward.options.get("model", JUDGE_MODEL)
+        if reward.name in (*JUDGES, "reward_model") and model not in ("policy", "base"):
             paths[f"filter.rewards[{index}].options.model"] = str(model)
     problems = [problem for key, path in paths.items() if path is not None and not path.startswith(RANDOM_PREFIX)
                 if (problem := model_dir_problem(key, path)) is not None]
@@ -210,7 +210,7 @@ def sandbox_isolation(config: RunConfig) -> str | None:
 def rewards_on_the_policy(config: RunConfig) -> list[str]:
     """Rewards computed by the model being trained (its confidence, or the policy as its own judge)."""
     return [r.name for r in config.filter.rewards if r.name == "self_certainty"
-            or r.name in ("judge", "web_judge") and r.options.get("model", "policy") == "policy"]
+            or r.name in JUDGES and r.options.get("model", JUDGE_MODEL) == "policy"]
 
 
 def async_problems(config: RunConfig) -> list[str]:

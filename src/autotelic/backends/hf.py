@@ -17,12 +17,13 @@ import math
 import os
 import shutil
 import warnings
+from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from autotelic.backends import Completion
+from autotelic.backends import Completion, PolicyBackend
 from autotelic.backends.batching import group_sizes
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError, embedded_model_dir, random_model_dir
 from autotelic.backends.forward import completion_logits, completion_logprobs
@@ -344,3 +345,18 @@ def _state_mismatch(saved: dict[str, torch.Tensor], expected: dict[str, torch.Te
         if saved[name].shape != tensor.shape:
             return f"{name} has shape {tuple(saved[name].shape)}, this model's {tuple(tensor.shape)}"
     return None
+
+
+def role_backend(name: str, policy: PolicyBackend, model: ModelConfig, seed: int,
+                 shared: dict[str, PolicyBackend]) -> PolicyBackend:
+    """The model that plays a role beside the policy (a judge, the prompt evolver, an operator role): ``policy``,
+    the model being trained; ``base``, a frozen copy of the starting model (it cannot drift or decay with
+    training, and needs no other download); or a local model directory. Roles naming the same model share it
+    (``shared``); none of these is ever trained."""
+    if name == "policy":
+        return policy
+    if name not in shared:  # another directory takes none of the policy's prompt settings
+        settings = replace(model, lora=False) if name == "base" else ModelConfig(
+            path=name, threads=model.threads, device=model.device, dtype=model.dtype)
+        shared[name] = HFPolicy(settings, seed=seed)
+    return shared[name]

@@ -104,7 +104,8 @@ class RewardSpec:
     env (the environment's or game's return)."""
     weight: float = 1.0
     options: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the reward (e.g. judge: {model: policy, rubric: ...}; format: {pattern: ...})."""
+    """Keyword arguments of the reward (e.g. judge: {model: base, rubric: ...}, model base: a frozen copy of the
+    starting model, the default; policy: the model being trained; or a directory; format: {pattern: ...})."""
 
     def problems(self, key: str) -> list[str]:
         return finite(f"{key}.weight", self.weight)
@@ -206,8 +207,9 @@ class EvolveConfig:
     """New prompts written from each seed."""
     old_fraction: float = 0.25
     """Share of each step's tasks drawn from earlier generations; the rest come from the newest."""
-    model: str = "policy"
-    """The evolver: the policy being trained, or a local model directory (frozen)."""
+    model: str = "base"
+    """The evolver: base (a frozen copy of the starting model: it cannot decay with training), policy (the model
+    being trained) or a local model directory (frozen)."""
     operations: list[str] = field(default_factory=lambda: ["harder", "specific", "topic"])
     """Evol-Instruct rewrites, used in turn: harder, specific, topic."""
     temperature: float = 0.9

@@ -4,11 +4,9 @@ agent (``eval.agent=operator``: reflector, planner, grounder and summarizer role
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends import PolicyBackend
-from autotelic.backends.hf import HFPolicy
+from autotelic.backends.hf import role_backend
 from autotelic.config import RunConfig
 from autotelic.modes.environments import env_factory, run_env_factory
 from autotelic.modes.registry import Built, Mode, needs_env, register_mode
@@ -35,14 +33,8 @@ def heldout_agent(config: RunConfig, policy: PolicyBackend) -> RolloutWorker:
 def operator(config: RunConfig, policy: PolicyBackend) -> OperatorAgent:
     """Each role played by the policy, a fresh never-trained copy of the initial model (``base``) or a model
     directory; roles naming the same model share it."""
-    cfg, models = config.operator, {"policy": policy}
-    roles = {}
-    for role in ROLES:
-        name = getattr(cfg, role)
-        if name not in models:
-            path = config.model.path if name == "base" else name
-            models[name] = HFPolicy(replace(config.model, path=path, lora=False), seed=config.train.seed)
-        roles[role] = models[name]
+    cfg, models = config.operator, {}
+    roles = {role: role_backend(getattr(cfg, role), policy, config.model, config.train.seed, models) for role in ROLES}
     return OperatorAgent(roles, run_env_factory(config), config.episode.max_turns, cfg.plan_tokens,
                          cfg.action_tokens, cfg.note_tokens, cfg.keep_recent)
 

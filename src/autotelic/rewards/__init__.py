@@ -57,6 +57,10 @@ REWARDS: Registry[Callable[..., RewardFunction | TrajectoryReward]] = Registry("
 _NOT_OPTIONS = {"backend", "extract", "similarity"}
 # Rewards that run a model: the judge grades with one, self-certainty reads the policy's distributions.
 NEEDS_BACKEND = {"judge", "web_judge", "self_certainty"}
+JUDGES = ("judge", "web_judge")
+JUDGE_MODEL = "base"
+"""A judge's model unless its options name one: a frozen copy of the starting model, which cannot learn to please
+itself as the policy would (``policy`` opts into self-judging; a directory names another model)."""
 
 
 def is_custom(name: str) -> bool:
