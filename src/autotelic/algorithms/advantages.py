@@ -141,6 +141,11 @@ def tree_advantages(
     return advantages, masks
 
 
+def returns_to_go(rewards: Sequence[float]) -> list[float]:
+    """Each turn's return from there on: r_t + r_(t+1) + ..."""
+    return [sum(rewards[t:]) for t in range(len(rewards))]
+
+
 def turn_advantages(turn_rewards: list[list[float]], turn_starts: list[list[int]], lengths: list[int],
                     scale: bool = True, eps: float = 1e-4) -> list[list[float]]:
     """Per-token advantages for ONE group of multi-turn episodes: turn-level credit for per-step rewards (OpAgent's
@@ -155,7 +160,7 @@ def turn_advantages(turn_rewards: list[list[float]], turn_starts: list[list[int]
     for rewards, starts in zip(turn_rewards, turn_starts):
         if len(rewards) != len(starts):
             raise ValueError(f"{len(rewards)} turn rewards for {len(starts)} turns")
-        returns.append([sum(rewards[t:]) for t in range(len(rewards))])
+        returns.append(returns_to_go(rewards))
     flat = [g for episode in returns for g in episode]
     if not flat:
         return [[0.0] * n for n in lengths]

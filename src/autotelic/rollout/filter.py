@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, runtime_checkable
 
+from autotelic.algorithms import returns_to_go
 from autotelic.tasks import get_family
 from autotelic.types import Group, Sample, Task
 
@@ -151,8 +152,7 @@ class ZeroVarianceFilter:
     def keep(self, group: Group) -> bool:
         rewards = group.rewards
         if self.by_turn:
-            rewards = rewards + [sum(s.info["turn_rewards"][t:]) for s in group.samples
-                                 for t in range(len(s.info.get("turn_rewards", ())))]
+            rewards = rewards + [g for s in group.samples for g in returns_to_go(s.info.get("turn_rewards", ()))]
         return max(rewards) - min(rewards) > 1e-8
 
 
