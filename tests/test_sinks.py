@@ -1,6 +1,7 @@
 import importlib.util
 import json
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,8 @@ def _wandb_records(path: Path) -> list:
             position += block - position % block
             continue
         _, length, kind = struct.unpack("<IHB", data[position:position + 7])
+        if position + 7 + length > len(data):  # a chunk still being written
+            break
         pending += data[position + 7:position + 7 + length]
         position += 7 + length
         if kind in (1, 4):
@@ -52,6 +55,18 @@ def _wandb_records(path: Path) -> list:
             records.append(record)
             pending = b""
     return records
+
+
+def _finished_wandb_records(path: Path, wait_s: float = 30.0) -> list:
+    """The run file's records once W&B wrote its exit record: ``finish()`` returns before wandb-core (a separate
+    process) has flushed the file, which then holds only its header for a moment."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        records = _wandb_records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in records):
+            return records
+        assert time.monotonic() < deadline, f"{path} has no exit record after {wait_s:.0f} s"
+        time.sleep(0.1)
 
 
 def _key(item) -> str:
@@ -68,7 +83,7 @@ def test_wandb_writes_a_real_offline_run(tmp_path, monkeypatch):
     sink.log(2, {"reward/mean": 0.5})
     sink.close()
     (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
-    records = _wandb_records(run_file)
+    records = _finished_wandb_records(run_file)
     (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     assert run.display_name == tmp_path.name
     assert {_key(item): json.loads(item.value_json) for item in run.config.update}["train"] == {"steps": 2}
