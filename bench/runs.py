@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,7 @@ class Budget:
     heldout: int  # at least this many held-out tasks
     parallel: bool
     overrides: tuple[str, ...] = ()  # for every arm, before its own (which define the arms and win)
+    keep_weights: bool = False  # each run's model/ and checkpoints/ (2 GB for the embedded model) after the artifact
 
 
 @dataclass(frozen=True)
@@ -90,12 +92,15 @@ def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minute
     parser.add_argument("--heldout", type=int, default=heldout, help="held-out tasks, at least")
     parser.add_argument("--parallel", action="store_true", help="arms side by side, one pinned core each")
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep the runs here (default: a temp dir)")
+    parser.add_argument("--keep-weights", action="store_true",
+                        help="keep each run's model/ and checkpoints/ (deleted once the artifact is written)")
     parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS, help="where the artifact goes")
     parser.add_argument("overrides", nargs="*", help="extra config overrides for every arm")
 
 
 def budget_from(args: argparse.Namespace) -> Budget:
-    return Budget(args.steps, args.max_minutes, args.seeds, args.heldout, args.parallel, tuple(args.overrides))
+    return Budget(args.steps, args.max_minutes, args.seeds, args.heldout, args.parallel, tuple(args.overrides),
+                  args.keep_weights)
 
 
 def runs_dir_from(args: argparse.Namespace, prefix: str) -> Path:
@@ -219,6 +224,13 @@ def comparison_line(comparison: stats.Comparison) -> str:
             f"seeds={comparison['seeds']} heldout_n={comparison['heldout_n']}")
 
 
+def drop_weights(run_dir: Path) -> None:
+    """The run's exported model and checkpoints: what its records were read from, 2 GB a run for the embedded
+    model, which filled the disk after a few benches; its logs, metrics and per-task records stay."""
+    for heavy in ("model", "checkpoints"):
+        shutil.rmtree(run_dir / heavy, ignore_errors=True)
+
+
 def execution(budget: Budget) -> str:
     if budget.parallel:
         return f"parallel: arms side by side, each pinned to one of {len(os.sched_getaffinity(0))} cores, 1 thread"
@@ -244,6 +256,9 @@ def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], 
         "heldout_wanted": budget.heldout, "overrides": list(budget.overrides), "execution": execution(budget),
         "time_cap_bound": bound, **(summary or {})}, directory=results_dir)
     print(f"artifact: {path}")
+    if not budget.keep_weights:
+        for run in runs:
+            drop_weights(run.run_dir)
     for run in bound:
         print(f"FLAG {run}: its comparisons are not at equal budgets")
     for comparison in comparisons:

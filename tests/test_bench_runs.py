@@ -41,3 +41,8 @@ def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_bin
     assert {row["samples_per_step"] for row in rows if row["arm"] == "plain"} == {4}
     assert "FLAG plain seed 0: the time cap bound" in done.stdout
     assert done.stdout.strip().splitlines()[-1].startswith("pipeline_vs_plain: gain_points=")
+    # the weights go once the artifact is written (2 GB a run filled the disk); the per-task records stay
+    for row in rows:
+        run_dir = Path(row["run_dir"])
+        assert (run_dir / "eval_after.jsonl").is_file() and (run_dir / "metrics.jsonl").is_file()
+        assert not (run_dir / "model").exists() and not (run_dir / "checkpoints").exists()
