@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("tasks",),
     ("rewards",),
     ("envs",),
-    ("heldout", "loading"),  # loading: a recipe with its environment's defaults
+    ("heldout", "loading", "guardrails"),  # loading: a recipe with its environment's defaults
     ("curricula", "value_model"),
     ("rollout", "update", "search", "evaluation", "dist", "vm_mcts"),
     ("modes",),  # generation modes as plug-ins: each builds its generator from the layers below

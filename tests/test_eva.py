@@ -76,7 +76,7 @@ def test_evolver_rewrites_each_seed_with_operations_in_turn_and_drops_copies():
     assert rejected == 2  # the parent copied back, and a duplicate of another child
     child = children[1]
     assert child.answer == "" and child.uid.startswith("evo/") and child.family == "add"
-    assert child.meta == {"parent": "add/2", "parent_prompt": "What is 2 + 2?", "generation": 3, "operation": "topic"}
+    assert child.meta == {"created_by": "evolver", "parent": "add/2", "parent_prompt": "What is 2 + 2?", "generation": 3, "operation": "topic"}
     with pytest.raises(ValueError, match="unknown evolution operation 'shorter'"):
         PromptEvolver(backend, operations=["shorter"])
 

@@ -149,6 +149,14 @@ def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and
     assert children and not set(children) & drawn[1]  # the real model wrote new prompts
     assert all(c.endswith("Reply with only the number.") for c in children)  # the families' format, put back
     assert steps[0]["curriculum/generation"] == 1 and steps[0]["evolve/children"] == len(children)
+    seeds = {seed["uid"]: seed["informativeness"] for seed in events[0]["seeds"]}
+    for child in events[0]["children"]:  # the lineage: each child's parent, operation and generation
+        assert child["generation"] == 1 and child["operation"] in ("harder", "specific", "topic")
+        assert child["parent_informativeness"] == seeds[child["parent_uid"]]
+    assert steps[0]["creator/validity"] == len(children) / (len(children) + steps[0]["evolve/rejected"])
+    assert {d["uid"] for d in events[1]["drawn"]} <= {c["uid"] for c in events[0]["children"]}  # as they fared
+    assert events[1]["drawn"] and all(d["generation"] == 1 for d in events[1]["drawn"])
+    assert 0 <= steps[1]["guard/prompt_novelty"] <= 1  # the guardrails measured the evolved prompts drawn
     assert set(children) & drawn[2] and steps[1]["curriculum/evolved_share"] >= 0.5  # step 2 trains on them
     assert all(r["answer"] == "" for r in rollouts if r["prompt"] in children)
     assert "Prompt population" in (run_dir / "report.html").read_text()

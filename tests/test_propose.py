@@ -188,7 +188,7 @@ def test_code_proposals_are_labelled_by_running_them_in_the_sandbox(tmp_path):
     errors = [s.info["proposal"].get("error") for g in proposers for s in g.samples]
     assert errors == [None, None, "execution", "execution", "unparsed", "unparsed", "execution", "execution"]
     assert not (tmp_path / "pwned").exists()  # the sandbox's files are not the host's
-    assert proposal_metrics(groups)["propose/valid_share"] == 2 / 8
+    assert proposal_metrics(groups)["creator/validity"] == 2 / 8
 
 
 # ---- the sampler on a scripted policy ---------------------------------------------------------
@@ -253,7 +253,7 @@ def test_rewards_band_and_pseudo_labels_by_hand():
     assert info == {"question": "Now what is 17 + 25?", "p": 0.5, "label": "42", "cluster": 2, "tool_share": 0.0,
                     "in_band": True}
     metrics = proposal_metrics(groups)
-    assert metrics["propose/valid_share"] == 5 / 8
+    assert metrics["creator/validity"] == 5 / 8
     assert metrics["propose/mean_p"] == pytest.approx((0.75 + 1 + 0.5 + 0.25 + 1) / 5)
     assert metrics["propose/in_band_share"] == pytest.approx(2 / 5)
     assert metrics["propose/duplicate_rate"] == pytest.approx(4 / 5)
@@ -402,7 +402,7 @@ def test_agent0_runs_on_the_real_model_and_resumes_in_phase(tmp_path):
     steps = [m for m in metrics if "reward/mean" in m]
     for step, row in enumerate(steps, start=1):  # phase_steps=2: both steps are the proposer's
         _check_step([r for r in rollouts if r["step"] == step], config, proposer_phase=True)
-        assert {"propose/valid_share", "propose/mean_p", "propose/in_band_share", "propose/duplicate_rate",
+        assert {"creator/validity", "propose/mean_p", "propose/in_band_share", "propose/duplicate_rate",
                 "propose/proposer_reward", "propose/executor_reward"} <= set(row)
     assert any(r["proposal"]["question"] for r in rollouts if r["family"] == PROPOSER)
     # resume for a third step: the phase clock comes back from the checkpoint, so step 3 is the executor's

@@ -82,7 +82,10 @@ class RunEvaluation:
 
     def closing(self, state: TrainState, summary: dict[str, Any]) -> list[str]:
         comas = [f"CoMAS after training: {show_discussion(summary['comas']['after'])}"] if self.discussing else []
-        return [*comas, f"{self.heldout.label} accuracy: before {state.eval_before['accuracy']:.1%} -> after "
+        alarms = ["guardrail alarms: " + "; ".join(f"{a['signal']} {a['value']:.2f} < {a['threshold']} at step "
+                                                    f"{a['step']}" for a in summary["guardrail_alarms"])
+                  ] if summary.get("guardrail_alarms") else []
+        return [*comas, *alarms, f"{self.heldout.label} accuracy: before {state.eval_before['accuracy']:.1%} -> after "
                         f"{summary['eval_after']['accuracy']:.1%} after {state.step} steps in "
                         f"{state.wall_seconds / 60:.1f} min; run directory {self.run_dir}"]
 

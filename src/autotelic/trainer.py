@@ -23,6 +23,7 @@ from autotelic.build import (build_agents, build_curriculum, build_evolver, buil
 from autotelic.checks import TrainingError, check_run, sandbox_isolation
 from autotelic.config import RunConfig, save_config, to_dict
 from autotelic.curricula.evolve import EvolvingPromptPool
+from autotelic.guardrails import Guardrails
 from autotelic.heldout import build_heldout
 from autotelic.loading import load_config
 from autotelic.report.progress import ProgressDisplay
@@ -31,7 +32,7 @@ from autotelic.rollout.asynchronous import RolloutSchedule
 from autotelic.run_evaluation import RunEvaluation
 from autotelic.run_log import group_metrics, worker_metrics, worker_pools, write_step_logs
 from autotelic.run_state import RunCheckpoints, TrainState, load_payload, new_run_dir, run_config_path
-from autotelic.types import SHARE_PREFIX, Group
+from autotelic.types import Group
 from autotelic.update import RoleBaselines, dataset_pairs, dpo_update, load_pairs, policy_gradient_update, rollout_pairs
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class Trainer:
         self.curriculum = build_curriculum(config, self.heldout)
         self.pairs = load_pairs(config.algorithm.dataset) if self.spec.name == "offline_dpo" else None
         self.baselines = RoleBaselines(config.algorithm.rae_decay) if self.spec.advantage == "rae" else None
+        self.guardrails = Guardrails.for_run(config)
         self.agents = build_agents(config)  # the models load last: bad settings fail before they are read
         self.policy = self.agents[0]
         if isinstance(self.curriculum, EvolvingPromptPool):
@@ -75,7 +77,8 @@ class Trainer:
     # ---- checkpoints -----------------------------------------------------------------------
     def _stateful_parts(self) -> dict[str, Stateful]:
         parts = {"curriculum": self.curriculum, "replay": self.pipeline.replay,
-                 "pending_rollouts": self.pipeline.generator, "role_baselines": self.baselines}
+                 "pending_rollouts": self.pipeline.generator, "role_baselines": self.baselines,
+                 "guardrails": self.guardrails}
         return {name: part for name, part in parts.items() if isinstance(part, Stateful)}
 
     def _checkpoint(self) -> None:
@@ -115,13 +118,13 @@ class Trainer:
         finished = time.perf_counter()
         groups = rollouts.groups
         tokens = sum(g.num_completion_tokens for g in groups)
-        metrics.update({"time/rollout": generated - started, "time/update": finished - generated,
-                        "time/step": finished - started,
-                        "perf/tokens_per_second": tokens / max(1e-9, finished - started),
-                        **group_metrics(groups),
+        seconds = finished - started
+        metrics.update({"time/rollout": generated - started, "time/update": finished - generated, "time/step": seconds,
+                        "perf/tokens_per_second": tokens / max(1e-9, seconds), **group_metrics(groups),
                         **worker_metrics(self.pipeline.generator, self.pipeline.scorer, self.config.dist.env_workers)})
+        self.guardrails.observe(self.state.step + 1, groups, metrics)
         self.state.completion_tokens += tokens
-        self.state.train_seconds += finished - started
+        self.state.train_seconds += seconds
         write_step_logs(self.run_dir, groups, self.state.step + 1, self.config.logging.rollouts_per_step,
                         self.curriculum)
         return metrics
@@ -187,15 +190,12 @@ class Trainer:
                                                 f"Checkpoints in {self.run_dir / 'checkpoints'} are intact") from error
                         continue
                     state.step += 1
-                    accuracy = None
                     if config.eval.every and state.step % config.eval.every == 0 and state.step < config.train.steps:
                         accuracy = self.evaluation.accuracy(f"step{state.step}", self.policy).accuracy
                         metrics["eval/accuracy"] = accuracy
                         state.evals.append({"step": state.step, "accuracy": accuracy})
                     sink.log(state.step, metrics)
-                    shares = {k[len(SHARE_PREFIX):]: v for k, v in metrics.items() if k.startswith(SHARE_PREFIX)}
-                    progress.update(state.step, metrics["reward/mean"], metrics["perf/tokens_per_second"], shares,
-                                    accuracy)
+                    progress.update(state.step, metrics, self.guardrails.raised)
                     if state.step % config.train.checkpoint_every == 0 or state.step == config.train.steps:
                         state.wall_seconds += time.perf_counter() - run_started
                         run_started = time.perf_counter()
@@ -212,7 +212,8 @@ class Trainer:
             sink.log(state.step, {"eval/accuracy": after.accuracy})
             value = ({"value": self.evaluation.value_stage(self.policy, self.pipeline.scorer, say)}
                      if config.value.enabled else {})  # the trained policy is safe by now
-            summary = self.evaluation.summary(state, after, {**sandbox, **value, **mode_summary})
+            summary = self.evaluation.summary(state, after, {**sandbox, **value, **mode_summary,
+                                                             "guardrail_alarms": self.guardrails.alarms})
         finally:
             self.rollouts.stop()
             sink.close()

@@ -23,7 +23,7 @@ from autotelic.config.modes import (
 )
 from autotelic.config.rules import ConfigError
 from autotelic.config.run import RunConfig
-from autotelic.config.runtime import DistConfig, LoggingConfig, SandboxConfig, VLLMConfig
+from autotelic.config.runtime import DistConfig, GuardrailsConfig, LoggingConfig, SandboxConfig, VLLMConfig
 from autotelic.config.sections import (
     DATA_COLUMNS,
     AlgorithmConfig,
@@ -41,8 +41,8 @@ from autotelic.config.sections import (
 
 __all__ = [
     "DATA_COLUMNS", "AlgorithmConfig", "ConfigError", "ControlConfig", "CurriculumConfig", "DiscussionConfig",
-    "DistConfig", "EpisodeConfig", "EvalConfig", "EvolveConfig", "FilterConfig", "GenerateConfig", "LoggingConfig",
-    "ModelConfig", "OperatorConfig", "PartialConfig", "PrefixConfig", "ProposeConfig", "ProposeKind", "ReplayConfig",
-    "RewardSpec", "RunConfig", "SandboxConfig", "SearchConfig", "SelfplayConfig", "TrainConfig", "TreeConfig",
-    "VLLMConfig", "ValueConfig", "missing_package", "save_config", "section_overrides", "to_dict",
+    "DistConfig", "EpisodeConfig", "EvalConfig", "EvolveConfig", "FilterConfig", "GenerateConfig", "GuardrailsConfig",
+    "LoggingConfig", "ModelConfig", "OperatorConfig", "PartialConfig", "PrefixConfig", "ProposeConfig", "ProposeKind",
+    "ReplayConfig", "RewardSpec", "RunConfig", "SandboxConfig", "SearchConfig", "SelfplayConfig", "TrainConfig",
+    "TreeConfig", "VLLMConfig", "ValueConfig", "missing_package", "save_config", "section_overrides", "to_dict",
 ]

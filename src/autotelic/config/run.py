@@ -16,7 +16,7 @@ from autotelic.config.modes import (
     TreeConfig,
 )
 from autotelic.config.rules import ConfigError
-from autotelic.config.runtime import DistConfig, LoggingConfig, SandboxConfig, VLLMConfig
+from autotelic.config.runtime import DistConfig, GuardrailsConfig, LoggingConfig, SandboxConfig, VLLMConfig
 from autotelic.config.sections import (
     AlgorithmConfig,
     ControlConfig,
@@ -51,6 +51,7 @@ class RunConfig:
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    guardrails: GuardrailsConfig = field(default_factory=GuardrailsConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def problems(self) -> list[str]:

@@ -33,6 +33,38 @@ class LoggingConfig:
 
 
 @dataclass
+class GuardrailsConfig:
+    """Collapse alarms for self-evolving runs (``guardrails.py``): a signal below its threshold for ``patience``
+    measured steps in a row prints one line, sets ``guard/alarm`` and is listed in the summary and report.
+    A threshold of 0 turns its alarm off (the signal is still logged)."""
+
+    enabled: bool = True
+    """Measure the guard/* signals each step (prompt novelty, creator validity, label accuracy, diversity)."""
+    min_prompt_novelty: float = 0.1
+    """Alarm when the prompts the run created score below this novelty: 1 - their highest word 3-gram similarity
+    to earlier created prompts or to their parent."""
+    min_creator_validity: float = 0.2
+    """Alarm when fewer of the creator's outputs (rewrites, proposals) become tasks."""
+    min_label_accuracy: float = 0.2
+    """Label-free rewards: alarm when fewer of the answers the reward favours are right, on tasks that carry a
+    reference answer the reward never reads."""
+    min_completion_diversity: float = 0.0
+    """Alarm when each group's completions are this nearly all the same (distinct / group size); off by
+    default, since a solved task's answers may rightly agree."""
+    patience: int = 2
+    """Measured steps in a row below a threshold before the alarm."""
+    label_groups: int = 8
+    """Groups per step whose label the family's verifier checks (code families run the sandbox for it)."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*fraction(f"{key}.min_prompt_novelty", self.min_prompt_novelty),
+                *fraction(f"{key}.min_creator_validity", self.min_creator_validity),
+                *fraction(f"{key}.min_label_accuracy", self.min_label_accuracy),
+                *fraction(f"{key}.min_completion_diversity", self.min_completion_diversity),
+                *count(f"{key}.patience", self.patience), *count(f"{key}.label_groups", self.label_groups, 0)]
+
+
+@dataclass
 class VLLMConfig:
     """vLLM rollouts (``backends/vllm.py``): samples come from a vLLM engine, which takes the trainer's weights
     before generating whenever an update changed them; training, scoring and evaluation stay on the transformers

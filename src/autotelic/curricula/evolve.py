@@ -31,6 +31,7 @@ from autotelic.curricula.regret import (
     sample_without_replacement,
 )
 from autotelic.curricula.rngstate import rng_state, set_rng_state
+from autotelic.guardrails import CREATOR_VALIDITY
 from autotelic.types import Group, Task
 
 # Each operation: the instruction, and one demonstration (task, rewrite) so a small model sees the form.
@@ -127,8 +128,8 @@ class PromptEvolver:
             seen.add(text)
             text = f"{text} {instruction}" if instruction else text
             uid = "evo/" + hashlib.sha1(text.encode()).hexdigest()[:12]
-            meta = {**seed.meta, "parent": seed.uid, "parent_prompt": seed.prompt, "generation": generation,
-                    "operation": op}
+            meta = {**seed.meta, "created_by": "evolver", "parent": seed.uid, "parent_prompt": seed.prompt,
+                    "generation": generation, "operation": op}
             children.append(dataclasses.replace(seed, prompt=text, answer="", uid=uid, meta=meta, response_prefix=""))
         return children, len(jobs) - len(children)
 
@@ -193,7 +194,7 @@ class EvolvingPromptPool:
         entries = [self.pool.pool[uid] for uid in self.recent if self.pool.pool[uid].score is not None]
         self.recent = []
         if not entries:
-            return {"evolve/children": 0.0, "evolve/rejected": 0.0}
+            return {"evolve/children": 0.0, "evolve/rejected": 0.0}  # nothing was asked of the creator
         weights = minmax_weights([e.score for e in entries])
         picked = sample_without_replacement(weights, max(1, round(self.fraction * len(entries))), self.rng)
         seeds = [entries[i] for i in picked]
@@ -203,15 +204,23 @@ class EvolvingPromptPool:
         rejected += written - len(children)
         if children:  # a generation that produced nothing new keeps drawing from the current one
             self.generation += 1
+        parents = {e.task.uid: e.score for e in seeds}
         self.events.append({
             "generation": self.generation, "pool_size": len(self.pool.pool),
-            "seeds": [{"prompt": e.task.prompt, "informativeness": e.score, "pass_rate": e.pass_rate,
-                       "generation": generation_of(e.task)} for e in seeds],
-            "children": [{"prompt": c.prompt, "parent": c.meta["parent_prompt"], "operation": c.meta["operation"]}
+            "seeds": [{"uid": e.task.uid, "prompt": e.task.prompt, "informativeness": e.score,
+                       "pass_rate": e.pass_rate, "generation": generation_of(e.task)} for e in seeds],
+            # the lineage: each child's parent, how it was made, and the parent's informativeness when it was
+            "children": [{"uid": c.uid, "prompt": c.prompt, "parent": c.meta["parent_prompt"],
+                          "parent_uid": c.meta["parent"], "operation": c.meta["operation"],
+                          "generation": generation_of(c), "parent_informativeness": parents[c.meta["parent"]]}
                          for c in children],
+            # and how the evolved prompts fared once drawn: their informativeness as the solver found them
+            "drawn": [{"uid": e.task.uid, "generation": generation_of(e.task), "informativeness": e.score,
+                       "pass_rate": e.pass_rate} for e in entries if generation_of(e.task) > 0],
             "informativeness_by_generation": self.informativeness_by_generation(),
         })
-        return {"evolve/children": float(len(children)), "evolve/rejected": float(rejected)}
+        return {"evolve/children": float(len(children)), "evolve/rejected": float(rejected),
+                CREATOR_VALIDITY: len(children) / max(1, len(children) + rejected)}
 
     def informativeness_by_generation(self) -> dict[str, float]:
         """Mean latest informativeness of the observed prompts of each generation."""

@@ -118,6 +118,33 @@ def _stages_plot(rows: list[dict[str, Any]]) -> str:
     return _png(fig)
 
 
+def _guardrails_plot(rows: list[dict[str, Any]]) -> str | None:
+    """guardrails.py's signals over training (each only on the steps that measured it)."""
+    keys = sorted({k for r in rows for k in r if k.startswith("guard/") and k != "guard/alarm"})
+    if not keys:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    for key in keys:
+        points = [(r["step"], r[key]) for r in rows if key in r]
+        ax.plot(*zip(*points), "o-", markersize=3, label=key.split("/", 1)[1].replace("_", " "))
+    for step in [r["step"] for r in rows if r.get("guard/alarm")]:
+        ax.axvline(step, color="red", alpha=0.4)
+    ax.set_xlabel("step"), ax.set_ylabel("share"), ax.set_ylim(-0.05, 1.05), ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Guardrails (red: a step that raised an alarm)")
+    return _png(fig)
+
+
+def _alarms(alarms: list[dict[str, Any]] | None) -> str:
+    if alarms is None:  # a run from before the guardrails
+        return ""
+    if not alarms:
+        return "<p>Guardrails: no alarm.</p>"
+    cells = "".join(f"<tr><td>{a['step']}</td><td>{html.escape(a['signal'])}</td><td>{a['value']:.2f}</td>"
+                    f"<td>{a['threshold']}</td></tr>" for a in alarms)
+    return ("<h2>Guardrail alarms</h2><table><tr><th>step</th><th>signal</th><th>value</th><th>threshold</th></tr>"
+            f"{cells}</table>")
+
+
 def _table(before: dict[str, Any], after: dict[str, Any], key: str) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{before[key].get(name, 0):.1%}</td><td>{after[key].get(name, 0):.1%}</td></tr>"
@@ -172,7 +199,7 @@ def write_report(run_dir: Path) -> Path:
     before, after = summary["eval_before"], summary["eval_after"]
     label = summary.get("heldout_label", "held-out")  # what the accuracy measures (test-time, self-play)
     images = [_reward_plot(rows), _web_plot(rows), _accuracy_plot(summary["evals"]), _curriculum_plot(rows),
-              _stages_plot(rows)]
+              _stages_plot(rows), _guardrails_plot(rows)]
     body = "".join(f'<img src="data:image/png;base64,{image}">' for image in images if image is not None)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>autotelic run {html.escape(run_dir.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}} img{{display:block;margin:1em 0}}
@@ -182,6 +209,7 @@ table{{border-collapse:collapse;display:inline-table;margin-right:2em}} td,th{{b
 <b>{before['accuracy']:.1%} &rarr; {after['accuracy']:.1%}</b>
 in {summary['steps']} steps, {summary['wall_seconds'] / 60:.1f} minutes.</p>{_sandbox(summary.get('sandbox'))}
 {_table(before, after, 'by_family')}{_table(before, after, 'by_level')}{_comas(summary.get('comas'))}
+{_alarms(summary.get('guardrail_alarms'))}
 {body}{_population(_read_jsonl(run_dir / "population.jsonl"))}</body></html>"""
     path = run_dir / "report.html"
     path.write_text(page)

@@ -15,6 +15,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from autotelic.types import SHARE_PREFIX
+
 
 def top_arms(mix: dict[str, float], k: int = 3) -> str:
     best = sorted(mix.items(), key=lambda item: -item[1])[:k]
@@ -53,14 +55,19 @@ class ProgressDisplay:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def update(self, step: int, reward: float, tokens_per_second: float, mix: dict[str, float],
-               accuracy: float | None = None) -> None:
-        fields = dict(reward=f"{reward:.2f}", tok_s=f"{tokens_per_second:.0f}", mix=top_arms(mix))
+    def update(self, step: int, metrics: dict[str, float], notes: list[str] = ()) -> None:
+        """Shows the step's mean reward, tokens/s, curriculum mix and held-out accuracy (where it evaluated), then
+        ``notes`` (e.g. guardrail alarms), a line each."""
+        reward, accuracy = metrics["reward/mean"], metrics.get("eval/accuracy")
+        mix = {k[len(SHARE_PREFIX):]: v for k, v in metrics.items() if k.startswith(SHARE_PREFIX)}
+        fields = dict(reward=f"{reward:.2f}", tok_s=f"{metrics['perf/tokens_per_second']:.0f}", mix=top_arms(mix))
         if accuracy is not None:
             fields["accuracy"] = f"{accuracy:.1%}"
         self.progress.update(self.task, completed=step, **fields)
         if self.lines:
             self.print(self.line(step, reward, accuracy))
+        for note in notes:
+            self.print(note)
 
     def line(self, step: int, reward: float, accuracy: float | None) -> str:
         """``step 3/20  reward 0.41  eval 52.0%  4.1 s/step  ETA 1m10s`` (eval only on steps that evaluated)."""

@@ -58,6 +58,8 @@ _NOT_OPTIONS = {"backend", "extract", "similarity"}
 # Rewards that run a model: the judge grades with one, self-certainty reads the policy's distributions.
 NEEDS_BACKEND = {"judge", "web_judge", "self_certainty"}
 JUDGES = ("judge", "web_judge")
+LABEL_FREE = frozenset({"majority_vote", "self_certainty", "judge", "reward_model"})
+"""Rewards that never read a task's reference answer: the guardrails check the answers they favour against it."""
 JUDGE_MODEL = "base"
 """A judge's model unless its options name one: a frozen copy of the starting model, which cannot learn to please
 itself as the policy would (``policy`` opts into self-judging; a directory names another model)."""

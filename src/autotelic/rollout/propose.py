@@ -46,6 +46,7 @@ from typing import Any, Literal, NamedTuple
 from autotelic.backends import PolicyBackend
 from autotelic.config import ProposeKind
 from autotelic.envs import Environment
+from autotelic.guardrails import CREATOR_VALIDITY
 from autotelic.heldout import HeldOut
 from autotelic.rewards.majority import default_extract, majority_answer, ngram_jaccard
 from autotelic.rollout.generate import EpisodeSampler, PolicySampler, RolloutWorker
@@ -232,7 +233,7 @@ class ProposeSampler:
 
     def _executor_task(self, question: str) -> Task:
         prompt = question if self.kind == "code" else f"{question} {FORMAT}"
-        return Task(prompt, "", EXECUTOR, 0, f"{EXECUTOR}:{question}")
+        return Task(prompt, "", EXECUTOR, 0, f"{EXECUTOR}:{question}", meta={"created_by": "proposer"})
 
     def _unless_heldout(self, proposal: Proposal) -> Proposal:
         """The proposal, or an invalid one when its question is a held-out task."""
@@ -315,7 +316,7 @@ def proposal_metrics(groups: list[Group]) -> dict[str, float]:
               for s in g.samples]
     share = len(valid) or 1  # shares of nothing are 0
     return {
-        "propose/valid_share": len(valid) / len(proposals),
+        CREATOR_VALIDITY: len(valid) / len(proposals),
         "propose/mean_p": sum(p["p"] for p in valid) / share,
         "propose/in_band_share": sum(p["in_band"] for p in valid) / share,
         "propose/duplicate_rate": sum(p["cluster"] > 1 for p in valid) / share,
