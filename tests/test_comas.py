@@ -54,15 +54,18 @@ def test_an_unreadable_grade_penalises_the_scorer_and_rewards_nobody_else(reply)
 
 
 # ---- roles --------------------------------------------------------------------------------------
-def test_roles_rotate_so_every_agent_plays_every_role():
-    for agents in (2, 3, 4):
-        played = {(seats(t, r, agents)[role], role) for t in range(agents) for r in range(2) for role in range(3)}
+def test_seats_rotate_so_every_agent_plays_every_role_and_never_judges_its_own_work():
+    for agents in (3, 4):
+        played = set()
+        for t in range(agents):
+            for r, d, j in ((0, 0, 0), (1, 1, 2), (0, 1, 1)):
+                solver, evaluator, scorer = seats(t, r, d, j, agents)
+                assert len({solver, evaluator, scorer}) == 3  # nobody critiques or grades its own answer
+                played |= {(solver, SOLVER), (evaluator, EVALUATOR), (scorer, SCORER)}
         assert played == {(a, role) for a in range(agents) for role in range(3)}
-        for r in range(agents):  # with one task, the rounds alone rotate the roles
-            assert seats(0, r, agents)[SOLVER] == r % agents
-    assert len(set(seats(0, 0, 3))) == 3  # three agents: three different agents in a round
-    assert seats(0, 0, 2) == (0, 1, 0) and seats(0, 1, 2) == (1, 0, 1)  # two: the solver grades itself
-    assert seats(5, 7, 1) == (0, 0, 0)  # one agent plays every role (the single-agent ablation)
+    # a task's exchanges spread the solver seat over the agents: each agent solves once per round here
+    assert sorted(seats(0, 0, 0, j, 3)[SOLVER] for j in range(3)) == [0, 1, 2]
+    assert seats(5, 7, 1, 2, 1) == (0, 0, 0)  # one agent plays every role (the single-agent ablation)
 
 
 # ---- hand-built discussions ------------------------------------------------------------------------
@@ -70,58 +73,77 @@ def _turn(agent: int, text: str, prompt: list[int], message: str = "") -> Turn:
     return Turn(agent, message, prompt, Sample(text=text, token_ids=[9, 9], logprobs=[-0.1, -0.2], finished=True))
 
 
-def _round(discussion: Discussion, texts: tuple[str, str, str], prompts: list[list[int]], r: int) -> None:
-    agents = seats(discussion.task_index, r, 3)
-    discussion.rounds.append([_turn(a, t, p) for a, t, p in zip(agents, texts, prompts)])
+def _round(discussion: Discussion, exchanges: list[tuple[str, str, str]], prompts: list[list[list[int]]],
+           r: int) -> None:
+    """Round ``r`` of ``discussion``: each exchange's (answer, critique, grade) played by its seats."""
+    discussion.rounds.append([[_turn(a, text, prompt) for a, text, prompt in
+                               zip(seats(discussion.task_index, r, discussion.index, j, 3), texts, prompts[j])]
+                              for j, texts in enumerate(exchanges)])
     reward_round(discussion, r, 1, 3, unparsed_penalty=-1.0)
 
 
-def test_the_solver_prompt_shows_every_earlier_round_and_the_other_roles_see_the_current_answer():
+def test_a_later_solver_sees_earlier_answers_and_critiques_and_the_other_roles_see_the_current_answer():
     discussion = Discussion(TASK, 0, 0)
-    assert discussion.message(SOLVER, 1, 3) == TASK.prompt  # round 0: the task as it is
-    _round(discussion, ("8", "3 + 4 is 7, not 8.", "1"), [[1]] * 3, 0)
-    _round(discussion, ("7", "Correct.", "no idea"), [[1]] * 3, 1)
-    discussion.rounds.append([_turn(2, "7", [1])])
-    message = discussion.message(SOLVER, 1, 3)
-    for text in ("Answer: 8", "Review: 3 + 4 is 7, not 8.", "Grade: 1 out of 3", "Answer: 7", "Review: Correct.",
-                 "Grade: unreadable"):
+    assert discussion.message(SOLVER, 0, 2, 1, 3) == TASK.prompt  # round 0: the task as it is
+    _round(discussion, [("8", "3 + 4 is 7, not 8.", "1"), ("7", "Correct.", "3"), ("6", "Too small.", "1")],
+           [[[1]] * 3] * 3, 0)
+    discussion.rounds.append([[] for _ in range(3)])
+    message = discussion.message(SOLVER, 1, 2, 1, 3)  # exchange 1 is shown exchanges 1 and 2 of round 0
+    for text in ("1. Answer: 7", "Review: Correct.", "2. Answer: 6", "Review: Too small."):
         assert text in message
-    assert message.startswith(TASK.prompt) and message.index("Answer: 8") < message.index("Answer: 7")
-    assert "Proposed answer: 7" in discussion.message(EVALUATOR, 1, 3)
-    discussion.rounds[-1].append(_turn(0, "It is right.", [1]))
-    scorer = discussion.message(SCORER, 1, 3)
+    assert message.startswith(TASK.prompt) and "Answer: 8" not in message and "Grade" not in message
+    assert "Answer: 8" in discussion.message(SOLVER, 0, 2, 1, 3) and "Answer: 6" not in discussion.message(
+        SOLVER, 0, 1, 1, 3)
+    discussion.rounds[-1][1].append(_turn(2, "7", [1]))
+    assert "Proposed answer: 7" in discussion.message(EVALUATOR, 1, 2, 1, 3)
+    discussion.rounds[-1][1].append(_turn(0, "It is right.", [1]))
+    scorer = discussion.message(SCORER, 1, 2, 1, 3)
     assert "Proposed answer: 7" in scorer and "Review: It is right." in scorer and "from 1 (wrong) to 3" in scorer
 
 
-def test_each_role_is_rewarded_from_its_round_grade_in_groups_per_agent():
-    # two discussions of one task, three agents; round 1's grade is unreadable in discussion 1
+def test_each_role_is_rewarded_from_its_exchanges_grade_in_groups_per_agent():
+    # two discussions of one task, one exchange a round, three agents; round 1's grade is unreadable in discussion 1
     discussions = [Discussion(TASK, 0, d) for d in range(2)]
-    _round(discussions[0], ("8", "Wrong.", "1"), [[1, 2, 3], [1, 4], [1, 5]], 0)
-    _round(discussions[1], ("7", "Fine.", "3"), [[1, 2, 3], [1, 4, 6], [1, 5]], 0)
-    _round(discussions[0], ("7", "Fine.", "2"), [[1, 7, 8], [1, 4], [1, 5]], 1)
-    _round(discussions[1], ("7", "Fine.", "hmm"), [[1, 7, 9], [1, 4], [1, 5]], 1)
-    groups = {(g.task.meta["round"], g.task.meta["role"], math.isfinite(g.samples[0].info["return"])): g
-              for r in range(2) for role in range(3) for g in role_groups(discussions, r, role)}
-    assert [s.info["return"] for s in groups[0, "solver", True].samples] == [0.0, 1.0]
-    assert [s.info["return"] for s in groups[0, "evaluator", True].samples] == [1.0, 0.0]
-    assert [s.info["return"] for s in groups[0, "scorer", True].samples] == [0.0, 0.0]
-    assert [s.info["return"] for s in groups[1, "solver", True].samples] == [0.5]  # discussion 1's has no grade
-    assert all(math.isnan(s.info["return"]) for s in groups[1, "solver", False].samples)
-    assert [s.info["return"] for s in groups[1, "scorer", True].samples] == [0.0, -1.0]
-    for (r, role, _), group in groups.items():  # one agent per group: the seat of that role in that round
-        assert group.task.meta["agent"] == seats(0, r, 3)[ROLES.index(role)]
-        assert all(s.info["agent"] == group.task.meta["agent"] and s.info["role"] == role for s in group.samples)
-    # prompts that differ past a shared prefix: the rest starts the sample, masked
-    solvers = groups[1, "solver", True], groups[1, "solver", False]
-    assert solvers[0].prompt_ids == [1, 7, 8] and solvers[0].samples[0].loss_mask() == [1, 1]
-    evaluators = groups[0, "evaluator", True]
-    assert evaluators.prompt_ids == [1, 4]
-    assert evaluators.samples[1].token_ids == [6, 9, 9] and evaluators.samples[1].loss_mask() == [0, 1, 1]
-    assert evaluators.samples[1].logprobs == [0.0, -0.1, -0.2]
-    metrics = discussion_metrics([g for g in groups.values()])
+    _round(discussions[0], [("8", "Wrong.", "1")], [[[1, 2, 3], [1, 4], [1, 5]]], 0)
+    _round(discussions[1], [("7", "Fine.", "3")], [[[1, 2, 3], [1, 4, 6], [1, 5]]], 0)
+    _round(discussions[0], [("7", "Fine.", "2")], [[[1, 7, 8], [1, 4], [1, 5]]], 1)
+    _round(discussions[1], [("7", "Fine.", "hmm")], [[[1, 7, 9], [1, 4], [1, 5]]], 1)
+    groups = [g for r in range(2) for role in range(3) for g in role_groups(discussions, r, role)]
+    for group in groups:  # one agent per group, the seat of that role in each of its exchanges
+        r, role = group.task.meta["round"], ROLES.index(group.task.meta["role"])
+        assert all(s.info["agent"] == group.task.meta["agent"] and s.info["round"] == r for s in group.samples)
+        assert {seats(0, r, int(s.info["discussion"].split("#")[-1]), 0, 3)[role] for s in group.samples} == \
+            {group.task.meta["agent"]}
+    returns = {(s.info["discussion"], s.info["round"], s.info["role"]): s.info["return"]
+               for g in groups for s in g.samples}
+    assert [returns[f"{TASK.uid}#{d}", 0, "solver"] for d in range(2)] == [0.0, 1.0]
+    assert [returns[f"{TASK.uid}#{d}", 0, "evaluator"] for d in range(2)] == [1.0, 0.0]  # zero-sum
+    assert [returns[f"{TASK.uid}#{d}", 1, "scorer"] for d in range(2)] == [0.0, -1.0]
+    assert returns[f"{TASK.uid}#0", 1, "solver"] == 0.5 and math.isnan(returns[f"{TASK.uid}#1", 1, "solver"])
+    unrewarded = [g for g in groups if math.isnan(g.samples[0].info["return"])]
+    assert {g.task.meta["role"] for g in unrewarded} == {"solver", "evaluator"}  # apart, for the Filter to drop
+    assert all(len(g.samples) == 1 for g in unrewarded)
+    # round 1's solvers are different agents in the two discussions: groups of one, prompts whole
+    (solver,) = [g for g in groups if g.task.meta["round"] == 1 and g.task.meta["role"] == "solver"
+                 and g.samples[0].info["discussion"].endswith("#0")]
+    assert solver.prompt_ids == [1, 7, 8] and solver.samples[0].loss_mask() == [1, 1]
+    metrics = discussion_metrics(groups)
     assert metrics["discussion/grade_parse_rate"] == 0.75
     assert metrics["discussion/solver_accuracy"] == 0.75  # three of the four answers are 7
     assert metrics["discussion/solver_reward"] == pytest.approx(0.5)
+
+
+def test_turns_of_one_agent_share_their_prompt_prefix_and_the_rest_starts_each_sample_masked():
+    discussions = [Discussion(TASK, 0, d) for d in range(3)]  # 3 discussions x 3 exchanges: 3 per agent and role
+    for d in discussions:
+        _round(d, [("7", "Fine.", "3")] * 3, [[[1, 2], [1, 4, d.index + 10], [1, 5]]] * 3, 0)
+    evaluators = role_groups(discussions, 0, EVALUATOR)
+    assert sorted(g.task.meta["agent"] for g in evaluators) == [0, 1, 2] and all(len(g.samples) == 3
+                                                                                 for g in evaluators)
+    group = evaluators[0]
+    assert group.prompt_ids == [1, 4]
+    assert all(s.loss_mask() == [0, 1, 1] and s.logprobs == [0.0, -0.1, -0.2] for s in group.samples)
+    assert sorted(s.token_ids[0] for s in group.samples) == [10, 11, 12]
 
 
 # ---- the sampler, on scripted agents ----------------------------------------------------------------
@@ -154,40 +176,51 @@ class ScriptedAgent:
         return outputs
 
 
-def test_the_sampler_plays_each_turn_with_its_seat_and_groups_it_by_task_round_and_role():
+def test_the_sampler_plays_each_turn_with_its_seat_and_groups_it_by_task_round_role_and_agent():
     agents = [ScriptedAgent("7"), ScriptedAgent("8"), ScriptedAgent("7", mumbles=True)]
-    sampler = DiscussionSampler(agents, rounds=3, unparsed_penalty=-1.0)
+    sampler = DiscussionSampler(agents, rounds=2, solutions=3, references=2, unparsed_penalty=-1.0)
     tasks = [dataclasses.replace(TASK, answer="SECRET"), Task("What is 1 + 1?", "SECRET", "add", 1, "add#2")]
     groups = sampler.generate(tasks, 2, max_new_tokens=16)
-    assert len(groups) == 2 * 3 * 3  # tasks x rounds x roles (both discussions of a task play out alike)
+    turns = [s for g in groups for s in g.samples]
+    assert len(turns) == 2 * 2 * 2 * 3 * 3  # tasks x discussions x rounds x exchanges x roles
     for group in groups:
-        t = [task.uid for task in tasks].index(group.task.uid.split("/")[0])
-        r, role = group.task.meta["round"], ROLES.index(group.task.meta["role"])
-        agent = seats(t, r, 3)[role]
-        assert group.task.meta["agent"] == agent and len(group.samples) == 2
-        text = group.samples[0].text
-        if role == SOLVER:
-            assert text == agents[agent].answer
-        if role == SCORER:
-            grade = parse_score(text, 1, 3)
-            expected = -1.0 if grade is None else 0.0
-            assert [s.info["return"] for s in group.samples] == [expected, expected]
-    # agent 2 cannot grade: it scores task 0's round 0 and task 1's round 2, whose answers go unrewarded (nan)
-    unrewarded = {g.task.uid for g in groups if math.isnan(g.samples[0].info["return"])}
-    assert unrewarded == {"add#1/r0/solver", "add#1/r0/evaluator", "add#2/r2/solver", "add#2/r2/evaluator"}
-    # task 0's round 2 solver (agent 2) saw both earlier rounds; nobody ever saw the answer key
-    later = [m for m in agents[2].asked if "Earlier answers" in m and "3 + 4" in m]
-    assert len(later) == 2 and "1. Answer: 7" in later[0] and "2. Answer: 8" in later[0]
+        assert len({s.info["agent"] for s in group.samples}) == 1 and len({s.info["role"] for s in group.samples}) == 1
+    exchanges: dict[tuple, dict[str, dict]] = {}
+    for sample in turns:
+        exchanges.setdefault((sample.info["discussion"], sample.info["round"], sample.info["solution"]), {})[
+            sample.info["role"]] = sample.info
+    assert len(exchanges) == 2 * 2 * 2 * 3
+    for (discussion, r, j), seat in exchanges.items():
+        task_uid, d = discussion.rsplit("#", 1)
+        t = [task.uid for task in tasks].index(task_uid)
+        assert tuple(seat[role]["agent"] for role in ROLES) == seats(t, r, int(d), j, 3)
+        grade = seat["scorer"]["grade"]  # agent 2 cannot grade: its exchanges go unrewarded (nan)
+        assert (grade is None) == (seat["scorer"]["agent"] == 2)
+        if grade is not None:
+            s = (grade - 1) / 2
+            assert (seat["solver"]["return"], seat["evaluator"]["return"]) == (s, 1 - s)
+            assert grade == (3.0 if agents[seat["solver"]["agent"]].answer == "7" else 1.0)
+        else:
+            assert math.isnan(seat["solver"]["return"]) and seat["scorer"]["return"] == -1.0
+    # round 1's solvers saw two of round 0's answers with their reviews; nobody ever saw the answer key
+    later = [m for agent in agents for m in agent.asked if "Earlier answers" in m]
+    assert len(later) == 2 * 2 * 3 and all(m.count("Review: Check it.") == 2 for m in later)
     assert not any("SECRET" in m for agent in agents for m in agent.asked)
 
 
-def test_discussion_accuracy_takes_the_last_rounds_answer_and_reports_the_vote():
+def test_discussion_accuracy_takes_the_vote_of_the_last_rounds_answers():
     agents = [ScriptedAgent("8"), ScriptedAgent("7"), ScriptedAgent("7")]
-    summary, records = evaluate_discussion(DiscussionSampler(agents, rounds=3, greedy=True), [TASK], 16, 8)
-    assert [t["text"] for t in records[0]["turns"] if t["role"] == "solver"] == ["8", "7", "7"]
-    assert summary["accuracy"] == 1.0 and summary["first_round_accuracy"] == 0.0
-    assert summary["majority_accuracy"] == 1.0 and summary["grade_parse_rate"] == 1.0
-    assert records[0]["grades"] == [1.0, 3.0, 3.0]
+    summary, records = evaluate_discussion(DiscussionSampler(agents, rounds=2, solutions=3, greedy=True), [TASK],
+                                           16, 8)
+    solved = [(t["round"], t["solution"], t["agent"], t["text"]) for t in records[0]["turns"] if t["role"] == "solver"]
+    assert [text for *_, text in solved] == ["8", "7", "7", "7", "7", "8"]
+    assert [agent for _, _, agent, _ in solved] == [0, 1, 2, 1, 2, 0]
+    assert summary["accuracy"] == 1.0 and summary["first_round_accuracy"] == 1.0  # two of three say 7
+    assert summary["final_share"] == pytest.approx(2 / 3) and summary["grade_parse_rate"] == 1.0
+    assert records[0]["grades"] == [1.0, 3.0, 3.0, 3.0, 3.0, 1.0]
+    lone = evaluate_discussion(DiscussionSampler([ScriptedAgent("8")], rounds=1, solutions=2, greedy=True), [TASK],
+                               16, 8)[0]
+    assert lone["accuracy"] == 0.0 and lone["final_share"] == 0.0
 
 
 # ---- config -------------------------------------------------------------------------------------
@@ -197,6 +230,8 @@ def test_discussion_accuracy_takes_the_last_rounds_answer_and_reports_the_vote()
     (["replay.name=buffer"], "replay.name=on_policy"),
     (["curriculum.name=learnability"], "which grades are not"),
     (["discussion.agents=0"], "must be at least 1"),
+    (["discussion.agents=2"], "must not be 2: of two agents one would grade or critique its own work"),
+    (["discussion.solutions=0"], "must be at least 1"),
     (["discussion.grade_low=3", "discussion.grade_high=3"], "grade_low must be below"),
     (["discussion.unparsed_penalty=0.5"], "at most 0"),
 ])
@@ -216,21 +251,22 @@ def test_the_recipe_and_the_single_agent_ablation_pass_the_checks():
 
 # ---- a real run ---------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_two_agents_discuss_train_on_their_own_turns_and_resume(tmp_path):
+def test_three_agents_discuss_train_on_their_own_turns_and_resume(tmp_path):
     from autotelic.checkpoint import latest_checkpoint, load_checkpoint
     from autotelic.run_state import new_run_dir
     from autotelic.trainer import Trainer
 
-    options = [  # the recipe (2 agents, 2 rounds), shrunk; the recipe test leaves it to this one
-        "train.steps=2", "control.tasks_per_step=2", "generate.group_size=2", "control.max_new_tokens=12",
+    options = [  # the recipe (3 agents, 2 rounds of 3 exchanges), shrunk; the recipe test leaves it to this one
+        "train.steps=2", "control.tasks_per_step=2", "generate.group_size=1", "control.max_new_tokens=12",
         "curriculum.families=[add, compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
-        "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora_rank=8", "filter.drop_zero_variance=false",
+        "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora_rank=8",
         "logging.progress=false", "train.max_minutes=null", "train.checkpoint_every=1",
         f"logging.runs_dir={tmp_path}", "logging.run_name=comas"]
     config = load_config(Path(__file__).parent.parent / "recipes" / "comas.yaml", options)
-    assert config.generate.mode == "discussion" and config.discussion.agents == 2 and config.discussion.rounds == 2
+    assert config.generate.mode == "discussion" and config.discussion.agents == 3 and config.discussion.rounds == 2
+    assert config.algorithm.beta > 0  # REINFORCE++ with its KL term
     trainer = Trainer(config, new_run_dir(config))
-    assert len(trainer.agents) == 2
+    assert len(trainer.agents) == 3
     initial = [{k: v.clone() for k, v in agent.trainable_state().items()} for agent in trainer.agents]
     summary = trainer.run()
     run_dir = tmp_path / "comas"
@@ -239,10 +275,15 @@ def test_two_agents_discuss_train_on_their_own_turns_and_resume(tmp_path):
     assert not all(torch.equal(a, b) for a, b in zip(trainer.agents[0].trainable_state().values(),
                                                      trainer.agents[1].trainable_state().values()))
     rows = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
-    assert {r["agent"] for r in rows} == {0, 1} and {r["role"] for r in rows} == set(ROLES)
-    scorers = {(r["step"], r["discussion"], r["round"]): r for r in rows if r["role"] == "scorer"}
-    for row in rows:  # every reward is the grade its round's scorer wrote
-        grade = parse_score(scorers[row["step"], row["discussion"], row["round"]]["completion"], 1, 3)
+    assert {r["agent"] for r in rows} == {0, 1, 2} and {r["role"] for r in rows} == set(ROLES)
+    exchanges: dict[tuple, dict[str, int]] = {}
+    for row in rows:
+        exchanges.setdefault((row["step"], row["discussion"], row["round"], row["solution"]), {})[row["role"]] = \
+            row["agent"]
+    assert all(len(set(seat.values())) == 3 for seat in exchanges.values())  # no agent judges its own work
+    scorers = {(r["step"], r["discussion"], r["round"], r["solution"]): r for r in rows if r["role"] == "scorer"}
+    for row in rows:  # every reward is the grade its exchange's scorer wrote
+        grade = parse_score(scorers[row["step"], row["discussion"], row["round"], row["solution"]]["completion"], 1, 3)
         assert row["grade"] == grade
         if row["role"] == "scorer":
             assert row["reward"] == (0.0 if grade is not None else -1.0)
@@ -252,15 +293,17 @@ def test_two_agents_discuss_train_on_their_own_turns_and_resume(tmp_path):
             s = (grade - 1) / 2
             assert row["reward"] == pytest.approx(s if row["role"] == "solver" else 1 - s)
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert all("agent0/train/loss" in r and "agent1/train/loss" in r for r in steps if "reward/mean" in r)
+    assert all(f"agent{i}/train/loss" in r and f"agent{i}/train/kl" in r for r in steps if "reward/mean" in r
+               for i in range(3))
     comas = summary["comas"]
     for when in ("before", "after"):
-        assert len(comas[when]["agents"]) == 2 and 0 <= comas[when]["discussion"]["accuracy"] <= 1
-    assert (run_dir / "agents" / "1" / "config.json").is_file() and (run_dir / "model" / "config.json").is_file()
+        assert len(comas[when]["agents"]) == 3 and 0 <= comas[when]["discussion"]["accuracy"] <= 1
+    assert all((run_dir / "agents" / str(i) / "config.json").is_file() for i in (1, 2))
+    assert (run_dir / "model" / "config.json").is_file()
     assert "CoMAS" in (run_dir / "report.html").read_text()
     # resume: every agent's weights and optimizer come back, and the resumed trainer starts at step 2
     saved = load_checkpoint(latest_checkpoint(run_dir))
-    assert len(saved["agents"]) == 1 and saved["agents"][0]["optimizer"]["state"]
+    assert len(saved["agents"]) == 2 and all(agent["optimizer"]["state"] for agent in saved["agents"])
     resumed = Trainer(load_config(run_dir / "config.yaml"), run_dir, resume=True)
     for agent, trained in zip(resumed.agents, trainer.agents):
         assert all(torch.equal(v, trained.trainable_state()[k]) for k, v in agent.trainable_state().items())

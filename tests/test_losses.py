@@ -20,6 +20,7 @@ from autotelic.algorithms import (
     kl_penalty,
     policy_loss,
     reinforce_pp_advantages,
+    reinforce_pp_baseline_advantages,
     rloo_advantages,
     tree_advantages,
 )
@@ -65,14 +66,23 @@ def test_rloo_leave_one_out_by_hand():
     assert_close(ADVANTAGE_ESTIMATORS["rloo"](REWARDS, SIZES), expected)
 
 
-def test_reinforce_pp_whitens_across_the_whole_batch():
+def test_reinforce_pp_baseline_centres_by_group_then_whitens_across_the_whole_batch():
     # centred as Dr.GRPO: (1/2, -1/2, -1/2, 1/2, 2/3, -1/3, -1/3), mean 0
     # batch unbiased var: (4 * 1/4 + 4/9 + 1/9 + 1/9) / 6 = (5/3) / 6 = 5/18
     std = math.sqrt(5 / 18)  # 0.527046
     expected = torch.tensor([0.5, -0.5, -0.5, 0.5, 2 / 3, -1 / 3, -1 / 3]) / std
-    assert_close(reinforce_pp_advantages(REWARDS, SIZES, eps=0.0), expected)
+    assert_close(reinforce_pp_baseline_advantages(REWARDS, SIZES, eps=0.0), expected)
     # 0.5 / 0.527046 = 0.948683, where GRPO's per-group std gives 0.866025
-    assert ADVANTAGE_ESTIMATORS["reinforce_pp"](REWARDS, SIZES)[0].item() == pytest.approx(0.948683, abs=1e-6)
+    assert ADVANTAGE_ESTIMATORS["reinforce_pp_baseline"](REWARDS, SIZES)[0].item() == pytest.approx(0.948683, abs=1e-6)
+
+
+def test_reinforce_pp_whitens_the_rewards_across_the_batch_without_a_group_baseline():
+    # rewards (1, 0, 0, 1, 1, 0, 0): mean 3/7, unbiased var (3 * (4/7)^2 + 4 * (3/7)^2) / 6 = (84/49) / 6 = 2/7
+    expected = (REWARDS - 3 / 7) / math.sqrt(2 / 7)
+    assert_close(reinforce_pp_advantages(REWARDS, SIZES, eps=0.0), expected)
+    # a group of one still has an advantage, which a group baseline would zero
+    assert reinforce_pp_advantages(torch.tensor([1.0, 0.0]), [1, 1])[0].item() > 0
+    assert reinforce_pp_baseline_advantages(torch.tensor([1.0, 0.0]), [1, 1]).abs().max().item() == 0
 
 
 def test_estimators_reject_sizes_that_do_not_tile_the_batch():
@@ -337,8 +347,8 @@ def test_best_worst_pair():
 # --- registry --------------------------------------------------------------------------------
 
 def test_registry_entries_are_consistent():
-    assert list(ALGORITHMS) == ["grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "spiral", "online_dpo",
-                                "offline_dpo"]
+    assert list(ALGORITHMS) == ["grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "reinforce_pp_baseline",
+                                "spiral", "online_dpo", "offline_dpo"]
     for name, spec in ALGORITHMS.items():
         assert spec.name == name and spec.source
         if spec.kind == "policy_gradient":

@@ -93,9 +93,9 @@ def test_rloo_partial_rollouts_with_replay_buffer_and_decoupled_correction(tmp_p
     assert "train/is_weight_mean" in steps[2]
 
 
-def test_reinforce_pp_on_multi_turn_episodes_with_the_environment_return(tmp_path):
+def test_reinforce_pp_baseline_on_multi_turn_episodes_with_the_environment_return(tmp_path):
     _, steps, rollouts = _run(tmp_path, "episodes", [
-        "algorithm.name=reinforce_pp", "generate.mode=episode", "generate.env=guess_number",
+        "algorithm.name=reinforce_pp_baseline", "generate.mode=episode", "generate.env=guess_number",
         "curriculum.families=[guess_number]", "episode.max_turns=3", "control.max_new_tokens=40",
         "eval.max_new_tokens=8", "filter.rewards=[{name: env}]", "filter.drop_zero_variance=false",
         "generate.temperature=1.0"], recipe="guess-number")
@@ -246,7 +246,7 @@ RUN_ELSEWHERE = {
     "agent0": "test_propose.py::test_agent0_runs_on_the_real_model_and_resumes_in_phase",
     "agent0-code": "test_propose.py::test_agent0_code_runs_on_the_real_model_with_executed_labels",
     "spiral": "test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume",
-    "guess-number": "test_reinforce_pp_on_multi_turn_episodes_with_the_environment_return",
+    "guess-number": "test_reinforce_pp_baseline_on_multi_turn_episodes_with_the_environment_return",
     "eva": "test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and_resumes",
 }
 RECIPES = sorted(r for r in RECIPE_DIR.glob("*.yaml") if r.stem not in RUN_ELSEWHERE)

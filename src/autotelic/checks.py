@@ -6,7 +6,7 @@ model-written code runs under, or that the run runs none.
 
 from __future__ import annotations
 
-from autotelic.algorithms import ADVANTAGE_ESTIMATORS, AlgorithmSpec, get_algorithm
+from autotelic.algorithms import ADVANTAGE_ESTIMATORS, BATCH_BASELINED, AlgorithmSpec, get_algorithm
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError
 from autotelic.backends.hf import model_dir_problem, read_chat_template, resolve_device
 from autotelic.backends.vllm import require_vllm, vllm_problems
@@ -114,7 +114,8 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     sections here, the generation mode's own (``Mode.problems``) from its module."""
     control, name, mode = config.control, config.generate.mode, run_mode(config)
     problems = []
-    if spec.advantage in ADVANTAGE_ESTIMATORS or spec.name == "online_dpo":  # baselines or pairs within a group
+    within_group = spec.advantage in ADVANTAGE_ESTIMATORS and spec.advantage not in BATCH_BASELINED
+    if within_group or spec.name == "online_dpo":  # baselines or pairs within a group
         key = "control.min_group_size" if control.adaptive_group_size else "generate.group_size"
         smallest = control.min_group_size if control.adaptive_group_size else config.generate.group_size
         if smallest < 2 and not mode.branches:

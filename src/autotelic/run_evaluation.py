@@ -112,4 +112,4 @@ class RunEvaluation:
 
 def show_discussion(result: dict[str, Any]) -> str:
     alone = ", ".join(f"{accuracy:.1%}" for accuracy in result["agents"])
-    return f"agents alone {alone}; discussion {result['discussion']['accuracy']:.1%} (last round's answer)"
+    return f"agents alone {alone}; discussion {result['discussion']['accuracy']:.1%} (vote of the last round's answers)"

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 
 from autotelic.algorithms.advantages import (
     ADVANTAGE_ESTIMATORS,
+    BATCH_BASELINED,
     AdvantageEstimator,
     grpo_advantages,
     rae_advantages,
     reinforce_pp_advantages,
+    reinforce_pp_baseline_advantages,
     returns_to_go,
     rloo_advantages,
     tree_advantages,
@@ -57,7 +59,9 @@ ALGORITHMS: Registry[AlgorithmSpec] = Registry("algorithm", {
         AlgorithmSpec("rloo", "policy_gradient", "rloo",
                       source="Ahmadian et al. 2024, Back to basics: revisiting REINFORCE-style optimization"),
         AlgorithmSpec("reinforce_pp", "policy_gradient", "reinforce_pp",
-                      source="REINFORCE++, Hu et al. 2025 (OpenRLHF)"),
+                      source="REINFORCE++, Hu et al. 2025 (OpenRLHF; batch-whitened rewards, KL via algorithm.beta)"),
+        AlgorithmSpec("reinforce_pp_baseline", "policy_gradient", "reinforce_pp_baseline",
+                      source="REINFORCE++-baseline, Hu et al. 2025 (group mean, then batch whitening)"),
         AlgorithmSpec("spiral", "policy_gradient", "rae",
                       source="SPIRAL, Liu et al. 2025 (role-conditioned advantage estimation)"),
         AlgorithmSpec("online_dpo", "dpo", None,
@@ -76,6 +80,7 @@ def get_algorithm(name: str) -> AlgorithmSpec:
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "BATCH_BASELINED",
     "ALGORITHMS",
     "KL_ESTIMATORS",
     "LOSS_AGGS",
@@ -91,6 +96,7 @@ __all__ = [
     "policy_loss",
     "rae_advantages",
     "reinforce_pp_advantages",
+    "reinforce_pp_baseline_advantages",
     "returns_to_go",
     "rloo_advantages",
     "tree_advantages",

@@ -2,8 +2,8 @@
 
 A batch is flat: B samples in which the samples of one task (a group) are contiguous. Groups may
 differ in size (filters and partial rollouts drop samples), so they are given by ``group_sizes``,
-which sums to B. Every estimator in ``ADVANTAGE_ESTIMATORS`` uses only the group's own rewards as
-baseline, no value model; ``rae_advantages`` instead baselines each role by its rewards in earlier
+which sums to B. Every estimator in ``ADVANTAGE_ESTIMATORS`` uses no value model: the group's own rewards as
+baseline, or (REINFORCE++) the batch's; ``rae_advantages`` instead baselines each role by its rewards in earlier
 steps, state its caller keeps and passes in.
 """
 
@@ -49,6 +49,16 @@ def rloo_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int]) -> torc
 
 
 def reinforce_pp_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int], eps: float = 1e-8) -> torch.Tensor:
+    """REINFORCE++ (Hu et al. 2025): the rewards whitened across the whole batch, no per-prompt baseline, so a
+    group of one still carries signal (CoMAS's turns: the batch is one agent's, as in its official code)."""
+    _centred(rewards_B, group_sizes)  # checks the sizes tile the batch
+    rewards_B = rewards_B if rewards_B.is_floating_point() else rewards_B.float()
+    spread = rewards_B.std() if rewards_B.numel() > 1 else rewards_B.new_zeros(())
+    return (rewards_B - rewards_B.mean()) / (spread + eps)
+
+
+def reinforce_pp_baseline_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int], eps: float = 1e-8,
+                                     ) -> torch.Tensor:
     """REINFORCE++-baseline (Hu et al. 2025): subtract the group mean, then whiten across the whole
     batch. One batch-wide scale keeps the per-group std out of the gradient (no bias towards
     low-variance groups) while still bounding its size."""
@@ -57,11 +67,15 @@ def reinforce_pp_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int],
     return (centred_B - centred_B.mean()) / (spread + eps)
 
 
+BATCH_BASELINED = frozenset({"reinforce_pp"})
+"""Estimators whose baseline is the whole batch: a group of one sample still has an advantage."""
+
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {
     "grpo": grpo_advantages,
     "dr_grpo": partial(grpo_advantages, scale=False),
     "rloo": rloo_advantages,
     "reinforce_pp": reinforce_pp_advantages,
+    "reinforce_pp_baseline": reinforce_pp_baseline_advantages,
 }
 
 

@@ -107,15 +107,21 @@ class ProposeConfig:
 
 @dataclass
 class DiscussionConfig:
-    """generate.mode=discussion (CoMAS): ``agents`` policies discuss each task for ``rounds`` rounds; in each,
-    a solver answers, an evaluator lists its errors and a scorer grades it. Rewards: solver the normalised
-    grade s, evaluator 1 - s, scorer 0 for a readable grade, ``unparsed_penalty`` otherwise."""
+    """generate.mode=discussion (CoMAS): ``agents`` policies discuss each task for ``rounds`` rounds; in each, a
+    discussion holds ``solutions`` exchanges: a solver answers, an evaluator lists its errors and a scorer grades
+    it, three different agents. Rewards: solver the normalised grade s, evaluator 1 - s, scorer 0 for a readable
+    grade, ``unparsed_penalty`` otherwise."""
 
-    agents: int = 2
-    """Policies, each a model of its own (model.lora: LoRA or full fine-tuning) trained on its own turns;
-    1: one agent plays every role (the single-agent ablation)."""
+    agents: int = 3
+    """Policies, each a model of its own (model.lora: LoRA or full fine-tuning) trained on its own turns; at least
+    3, so that no agent grades or critiques its own work; 1: one agent plays every role (the single-agent
+    ablation)."""
     rounds: int = 2
-    """Rounds per discussion; the solver of a round sees every earlier round."""
+    """Rounds per discussion; a later round's solvers see answers and critiques of the round before."""
+    solutions: int = 3
+    """Exchanges (answer, critique, grade) per round of a discussion; CoMAS has one per agent."""
+    references: int = 2
+    """Earlier exchanges (answer and critique) a solver after the first round is shown."""
     grade_low: int = 1
     """The lowest grade (wrong); see grade_high."""
     grade_high: int = 3
@@ -127,6 +133,10 @@ class DiscussionConfig:
 
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.agents", self.agents), *count(f"{key}.rounds", self.rounds),
+                *count(f"{key}.solutions", self.solutions), *count(f"{key}.references", self.references, 0),
+                *rule(self.agents != 2, f"{key}.agents", self.agents,
+                      "not be 2: of two agents one would grade or critique its own work; use 3 or more, or 1 for "
+                      "the single-agent ablation"),
                 *count(f"{key}.grade_tokens", self.grade_tokens),
                 *rule(self.grade_low < self.grade_high, f"{key}.grade_low", self.grade_low,
                        f"be below {key}.grade_high ({self.grade_high})"),

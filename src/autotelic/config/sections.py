@@ -300,7 +300,7 @@ class CurriculumConfig:
 @dataclass
 class AlgorithmConfig:
     name: str = "grpo"
-    """grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp, spiral, online_dpo or offline_dpo."""
+    """grpo, dr_grpo, dapo, gspo, rloo, reinforce_pp, reinforce_pp_baseline, spiral, online_dpo or offline_dpo."""
     lr: float = 2e-5
     """AdamW learning rate."""
     clip_low: float | None = None

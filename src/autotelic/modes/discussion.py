@@ -16,8 +16,8 @@ from autotelic.rollout.discussion import DiscussionSampler, evaluate_discussion
 
 def discussion(config: RunConfig, agents: list[PolicyBackend], greedy: bool = False) -> DiscussionSampler:
     cfg, gen = config.discussion, config.generate
-    return DiscussionSampler(agents, cfg.rounds, cfg.grade_low, cfg.grade_high, cfg.unparsed_penalty,
-                             cfg.grade_tokens, gen.temperature, gen.top_p, greedy)
+    return DiscussionSampler(agents, cfg.rounds, cfg.solutions, cfg.references, cfg.grade_low, cfg.grade_high,
+                             cfg.unparsed_penalty, cfg.grade_tokens, gen.temperature, gen.top_p, greedy)
 
 
 def discussions(built: Built) -> DiscussionSampler:
@@ -43,8 +43,8 @@ def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
         problems.append("generate.mode=discussion pays every turn from the agents' grades (in the env return), "
                         "never from the answer key: use filter.rewards=[{name: env}]")
     if spec.advantage == "rae" or spec.name == "offline_dpo":
-        problems.append(f"generate.mode=discussion trains each agent on its turns of this step's discussions, "
-                        f"baselined within (task, round, role) groups: use another algorithm than {spec.name}")
+        problems.append(f"generate.mode=discussion trains each agent on its turns of this step's discussions: use "
+                        f"another algorithm than {spec.name}")
     if config.replay.name != "on_policy" or config.control.early_exit_probe or config.curriculum.prefixes.fraction:
         problems.append("generate.mode=discussion trains on whole fresh discussions: use replay.name=on_policy, "
                         "no control.early_exit_probe and no curriculum.prefixes.fraction")

@@ -179,9 +179,11 @@ def _comas(comas: dict[str, Any] | None) -> str:
     before, after = comas["before"], comas["after"]
     rows = [(f"agent {i} alone", b, a) for i, (b, a) in enumerate(zip(before["agents"], after["agents"]))]
     rows += [(f"discussion: {key.replace('_', ' ')}", before["discussion"][key], after["discussion"][key])
-             for key in ("accuracy", "first_round_accuracy", "majority_accuracy", "grade_parse_rate")]
+             for key in ("accuracy", "first_round_accuracy", "majority_accuracy", "final_share", "grade_parse_rate")
+             if key in before["discussion"]]
     cells = "".join(f"<tr><td>{html.escape(name)}</td><td>{b:.1%}</td><td>{a:.1%}</td></tr>" for name, b, a in rows)
-    return (f"<h2>CoMAS</h2><p>Discussion accuracy is the last round's answer.</p>"
+    return (f"<h2>CoMAS</h2><p>Discussion accuracy is the vote of the last round's answers; final share, the share "
+            f"of those answers that are right.</p>"
             f"<table><tr><th></th><th>before</th><th>after</th></tr>{cells}</table>")
 
 

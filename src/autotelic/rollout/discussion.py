@@ -1,33 +1,34 @@
 """CoMAS (Xue et al. 2025, "CoMAS: Co-Evolving Multi-Agent Systems via Interaction Rewards"): agents
 improve by discussing problems, each rewarded by the others' judgments, never by the answer key.
 
-Each task gets ``size`` independent discussions of ``rounds`` rounds. In every round three agents take
-turns (``seats``): the solver answers (from round 1 on, its prompt shows every earlier round's answer,
-critique and grade), the evaluator lists the errors of that answer, and the scorer, shown both, grades
-the answer from ``low`` to ``high``. Seats move on by one agent per round and per task of the batch, so
-every agent plays every role in a step that has as many tasks (or discussions as many rounds) as there are
-agents. With three or more agents a round's three seats are distinct agents; with two, the solver grades
-its own answer (as scorer it is paid for a readable grade only, never by the grade it gives); with one, it
-plays every role (the single-agent ablation).
+Each task gets ``size`` independent discussions of ``rounds`` rounds. In every round a discussion holds
+``solutions`` exchanges (CoMAS: one per agent): a solver answers (from round 1 on its prompt shows
+``references`` of the previous round's answers with their critiques), an evaluator lists the errors of
+that answer, and a scorer, shown both, grades the answer from ``low`` to ``high``. The three seats of an
+exchange are consecutive agents from an offset that moves on with the task, the round, the discussion and
+the exchange (``seats``), so every agent plays every role, and with three or more agents no agent ever
+grades its own answer or critique, nor critiques its own answer (two agents cannot manage that, and are
+refused by the mode's checks); one agent plays every role (the single-agent ablation, the same turns).
 
-Rewards (``round_rewards``), in ``info["return"]`` for the ``env`` reward:
+Rewards (``round_rewards``), in ``info["return"]`` for the ``env`` reward, zero-sum between solver and
+evaluator and paid by a third agent's grade:
 - solver: the grade normalised to [0, 1], s = (g - low) / (high - low);
 - evaluator: 1 - s, so a critique that sinks a bad answer pays and one that sinks a good answer costs;
 - scorer: 0 for a grade that parses (``rewards.judge.parse_score``), ``unparsed_penalty`` otherwise; a
   readable grade is the one part of its job the others cannot judge, so that alone is rewarded.
-A round whose grade does not parse says nothing about its answer or critique: those two turns get nan
+An exchange whose grade does not parse says nothing about its answer or critique: those two turns get nan
 and go to a group of their own, which the Filter drops as unscorable (logged, never trained).
 
-Groups: one per task, round and role, holding that turn of the task's ``size`` discussions. One agent
-plays a role in a round of a task, so each group is one agent's (``task.meta["agent"]``; ``Group.agent``) and
-the discussions of a task are its group-relative baseline, as selfplay's games are. From round 1 on the
-discussions' prompts differ: a group's ``prompt_ids`` are what they share, the rest of each sample's
-prompt starts it, masked. ``task.answer`` is read only by ``evaluate_discussion`` and
-``discussion_metrics``, to report accuracy.
+Groups: one per task, round, role and agent, holding that agent's turns in that role over the task's
+discussions and exchanges, which are its group-relative baseline (REINFORCE++-baseline then whitens over
+the batch). The turns' prompts differ past what they share: a group's ``prompt_ids`` are the shared part,
+the rest of each sample's prompt starts it, masked. ``task.answer`` is read only by ``evaluate_discussion``
+and ``discussion_metrics``, to report accuracy.
 
-Choices of this implementation where the paper leaves room or the CPU budget decides: one answer per
-round, a 1-3 scale, a scorer turn capped at ``grade_tokens``, unreadable grades leaving their round
-unrewarded rather than scored at a default, and every agent its own model.
+Choices of this implementation where the paper leaves room or the CPU budget decides: seats by rotation
+rather than shuffled (the official code's shuffle lets an agent grade itself), the references of a round
+chosen by rotation from the exchange's index, a 1-3 scale (as the official code), a scorer turn capped at
+``grade_tokens``, and unreadable grades leaving their exchange unrewarded rather than scored at a default.
 """
 
 from __future__ import annotations
@@ -47,31 +48,28 @@ from autotelic.types import Group, Sample, Task
 
 ROLES = ("solver", "evaluator", "scorer")
 SOLVER, EVALUATOR, SCORER = range(len(ROLES))
-LOGGED_INFO = ("agent", "role", "round", "discussion", "grade")  # sample facts rollouts.jsonl records
+LOGGED_INFO = ("agent", "role", "round", "solution", "discussion", "grade")  # sample facts rollouts.jsonl records
 
 
-def seats(task_index: int, round_index: int, agents: int) -> tuple[int, ...]:
-    """The agents playing solver, evaluator and scorer: consecutive agents from an offset that moves on by
-    one per round and per task, so the roles rotate."""
-    first = task_index + round_index
+def seats(task_index: int, round_index: int, discussion_index: int, solution: int, agents: int) -> tuple[int, ...]:
+    """The agents playing solver, evaluator and scorer of an exchange: consecutive agents from an offset that
+    moves on by one per task, round, discussion and exchange, so the roles rotate; with three or more agents
+    the three are different agents."""
+    first = task_index + round_index + discussion_index + solution
     return tuple((first + role) % agents for role in range(len(ROLES)))
 
 
 # ---- what each role is asked ------------------------------------------------------------------
-def show_grade(grade: float | None, high: int) -> str:
-    return "unreadable" if grade is None else f"{grade:g} out of {high}"
-
-
 # What differs between a task's discussions comes last in each message: the longer the prefix they share,
 # the less of each prompt the update has to run per sample (see ``role_groups``).
-def solver_message(problem: str, earlier: list[tuple[str, str, str]]) -> str:
+def solver_message(problem: str, references: list[tuple[str, str]]) -> str:
     """Round 0: the problem as it is, so a first answer is the agent's plain answer. Later rounds: the
-    problem, then each earlier (answer, critique, grade)."""
-    if not earlier:
+    problem, then earlier (answer, critique) pairs to learn from (grades are not shown, as in CoMAS)."""
+    if not references:
         return problem
     lines = [problem, "", "Earlier answers to this problem and their reviews:"]
-    for number, (answer, critique, grade) in enumerate(earlier, 1):
-        lines += [f"{number}. Answer: {answer}", f"   Review: {critique}", f"   Grade: {grade}"]
+    for number, (answer, critique) in enumerate(references, 1):
+        lines += [f"{number}. Answer: {answer}", f"   Review: {critique}"]
     return "\n".join([*lines, "", "Using the reviews, give your answer."])
 
 
@@ -115,64 +113,70 @@ class Discussion:
     task: Task
     task_index: int  # position of the task in its batch (seats rotate with it)
     index: int  # which of the task's discussions
-    rounds: list[list[Turn]] = field(default_factory=list)  # per round, its turns so far in role order
+    rounds: list[list[list[Turn]]] = field(default_factory=list)  # per round and exchange, its turns in role order
 
     @property
     def uid(self) -> str:
         return f"{self.task.uid}#{self.index}"
 
-    def earlier(self, high: int) -> list[tuple[str, str, str]]:
-        """(answer, critique, grade) of every complete round."""
-        return [(turns[SOLVER].sample.text, turns[EVALUATOR].sample.text,
-                 show_grade(turns[SCORER].sample.info.get("grade"), high))
-                for turns in self.rounds if len(turns) == len(ROLES)]
+    def references(self, solution: int, count: int) -> list[tuple[str, str]]:
+        """(answer, critique) of ``count`` exchanges of the previous round, from the one of the same index on."""
+        if len(self.rounds) < 2:
+            return []
+        previous = [turns for turns in self.rounds[-2] if len(turns) == len(ROLES)]
+        picked = [previous[(solution + k) % len(previous)] for k in range(min(count, len(previous)))]
+        return [(turns[SOLVER].sample.text, turns[EVALUATOR].sample.text) for turns in picked]
 
-    def message(self, role: int, low: int, high: int) -> str:
-        """What ``role`` is asked next, from the discussion so far (the current round's earlier turns)."""
+    def message(self, role: int, solution: int, references: int, low: int, high: int) -> str:
+        """What ``role`` of exchange ``solution`` is asked next, from the discussion so far."""
         problem = self.task.prompt
         if role == SOLVER:
-            return solver_message(problem, self.earlier(high))
-        current = [turn.sample.text for turn in self.rounds[-1]]
+            return solver_message(problem, self.references(solution, references))
+        current = [turn.sample.text for turn in self.rounds[-1][solution]]
         if role == EVALUATOR:
             return evaluator_message(problem, current[SOLVER])
         return scorer_message(problem, current[SOLVER], current[EVALUATOR], low, high)
 
 
 def reward_round(discussion: Discussion, round_index: int, low: int, high: int, unparsed_penalty: float) -> None:
-    """Label a finished round's samples: its rewards (``info["return"]``), grade, roles, agents."""
-    turns = discussion.rounds[round_index]
-    rewards = round_rewards(turns[SCORER].sample.text, low, high, unparsed_penalty)
-    for role, (turn, reward) in enumerate(zip(turns, rewards.returns)):
-        turn.sample.info.update({"return": reward, "grade": rewards.grade, "agent": turn.agent,
-                                 "role": ROLES[role], "round": round_index, "discussion": discussion.uid})
+    """Label a finished round's samples, exchange by exchange: rewards (``info["return"]``), grade, roles, agents."""
+    for solution, turns in enumerate(discussion.rounds[round_index]):
+        rewards = round_rewards(turns[SCORER].sample.text, low, high, unparsed_penalty)
+        for role, (turn, reward) in enumerate(zip(turns, rewards.returns)):
+            turn.sample.info.update({"return": reward, "grade": rewards.grade, "agent": turn.agent,
+                                     "role": ROLES[role], "round": round_index, "solution": solution,
+                                     "discussion": discussion.uid})
 
 
 def role_groups(discussions: list[Discussion], round_index: int, role: int) -> list[Group]:
-    """One task's turns in ``role`` in round ``round_index``, as a group per agent: the rewarded turns, and
+    """One task's turns in ``role`` in round ``round_index``, as a group per agent: its rewarded turns, and
     apart from them those without a reward (nan, their grade unreadable), which the Filter drops."""
     task = discussions[0].task
-    turns = [d.rounds[round_index][role] for d in discussions]
+    turns = [exchange[role] for d in discussions for exchange in d.rounds[round_index]]
     groups = []
-    for rewarded in (True, False):
-        chosen = [t for t in turns if math.isfinite(t.sample.info["return"]) == rewarded]
-        if not chosen:
-            continue
-        shared = common_prefix([t.prompt_ids for t in chosen])
-        for turn in chosen:
-            under_shared_prompt(turn.sample, turn.prompt_ids, shared)
-        role_task = dataclasses.replace(
-            task, prompt=chosen[0].message, uid=f"{task.uid}/r{round_index}/{ROLES[role]}",
-            meta={**task.meta, "agent": chosen[0].agent, "role": ROLES[role], "round": round_index})
-        groups.append(Group(role_task, shared, [t.sample for t in chosen]))
+    for agent in sorted({turn.agent for turn in turns}):
+        for rewarded in (True, False):
+            chosen = [t for t in turns if t.agent == agent and math.isfinite(t.sample.info["return"]) == rewarded]
+            if not chosen:
+                continue
+            shared = common_prefix([t.prompt_ids for t in chosen])
+            for turn in chosen:
+                under_shared_prompt(turn.sample, turn.prompt_ids, shared)
+            role_task = dataclasses.replace(
+                task, prompt=chosen[0].message, uid=f"{task.uid}/r{round_index}/{ROLES[role]}/a{agent}",
+                meta={**task.meta, "agent": agent, "role": ROLES[role], "round": round_index})
+            groups.append(Group(role_task, shared, [t.sample for t in chosen]))
     return groups
 
 
 @dataclass
 class DiscussionSampler:
-    """``size`` discussions per task among ``agents``; a group per task, round and role (module docstring)."""
+    """``size`` discussions per task among ``agents``; a group per task, round, role and agent (module docstring)."""
 
     agents: list[PolicyBackend]
     rounds: int = 2
+    solutions: int = 1  # exchanges per round of a discussion
+    references: int = 2  # earlier exchanges a later round's solver is shown
     low: int = 1
     high: int = 3
     unparsed_penalty: float = -1.0
@@ -190,12 +194,12 @@ class DiscussionSampler:
                 for group in role_groups(mine, r, role)]
 
     def discuss(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Discussion]:
-        """Every discussion, played round by round; each turn is one batched call per agent."""
+        """Every discussion, played round by round; each turn of a role is one batched call per agent."""
         discussions = [Discussion(task, t, d) for t, (task, size) in enumerate(zip(tasks, sizes_per_task(sizes,
                        len(tasks)))) for d in range(size)]
         for r in range(self.rounds):
             for discussion in discussions:
-                discussion.rounds.append([])
+                discussion.rounds.append([[] for _ in range(self.solutions)])
             for role in range(len(ROLES)):
                 self._turn(discussions, role, max_new_tokens)
             for discussion in discussions:
@@ -203,40 +207,52 @@ class DiscussionSampler:
         return discussions
 
     def _turn(self, discussions: list[Discussion], role: int, max_new_tokens: int) -> None:
-        by_agent: dict[int, list[tuple[Discussion, str]]] = defaultdict(list)
+        by_agent: dict[int, list[tuple[Discussion, int, str]]] = defaultdict(list)
         for discussion in discussions:
-            agent = seats(discussion.task_index, len(discussion.rounds) - 1, len(self.agents))[role]
-            by_agent[agent].append((discussion, discussion.message(role, self.low, self.high)))
+            for solution in range(self.solutions):
+                agent = seats(discussion.task_index, len(discussion.rounds) - 1, discussion.index, solution,
+                              len(self.agents))[role]
+                message = discussion.message(role, solution, self.references, self.low, self.high)
+                by_agent[agent].append((discussion, solution, message))
         budget = min(self.grade_tokens, max_new_tokens) if role == SCORER else max_new_tokens
         for agent, asked in by_agent.items():
             sampler = PolicySampler(self.agents[agent], self.temperature, self.top_p, self.greedy)
-            turn_tasks = [dataclasses.replace(d.task, prompt=message, response_prefix="") for d, message in asked]
-            for (discussion, message), group in zip(asked, sampler.generate(turn_tasks, 1, budget)):
-                discussion.rounds[-1].append(Turn(agent, message, group.prompt_ids, group.samples[0]))
+            turn_tasks = [dataclasses.replace(d.task, prompt=message, response_prefix="") for d, _, message in asked]
+            for (discussion, solution, message), group in zip(asked, sampler.generate(turn_tasks, 1, budget)):
+                discussion.rounds[-1][solution].append(Turn(agent, message, group.prompt_ids, group.samples[0]))
 
 
 # ---- reporting (the answer key is read here only) ------------------------------------------------
-def discussion_record(discussion: Discussion) -> dict[str, Any]:
-    """A discussion's answers scored by the task's verifier: the last round's, the first round's (the first
-    solver's plain answer) and the majority's: the earliest answer whose extracted answer won the vote over
-    every round, scored as written, so that no format is forgiven that the others are held to."""
-    task = discussion.task
-    answers = [turns[SOLVER].sample.text for turns in discussion.rounds]
+def voted(answers: list[str]) -> str:
+    """The earliest answer whose extracted answer won the vote, as written (so that no format is forgiven that
+    the others are held to); the last one when none has an answer."""
     extracted = [default_extract(a) for a in answers]
     vote, _ = majority_answer(extracted)
-    voted = answers[extracted.index(vote)] if vote is not None else answers[-1]
+    return answers[extracted.index(vote)] if vote is not None else answers[-1]
+
+
+def discussion_record(discussion: Discussion) -> dict[str, Any]:
+    """A discussion's answers scored by the task's verifier: its answer, the vote of its last round's solutions
+    (``final``); the vote of the first round's (the agents' plain answers); the vote over every round; and the
+    share of the last round's solutions that are right (CoMAS's final accuracy)."""
+    task = discussion.task
+    answers = [[exchange[SOLVER].sample.text for exchange in exchanges] for exchanges in discussion.rounds]
     return {"family": task.family, "level": task.level, "prompt": task.prompt, "answer": task.answer,
-            "final": verifier_reward(task, answers[-1]), "first_round": verifier_reward(task, answers[0]),
-            "majority": verifier_reward(task, voted),
-            "turns": [{"agent": t.agent, "role": ROLES[role], "text": t.sample.text}
-                      for turns in discussion.rounds for role, t in enumerate(turns)],
-            "grades": [turns[SCORER].sample.info["grade"] for turns in discussion.rounds]}
+            "final": verifier_reward(task, voted(answers[-1])), "first_round": verifier_reward(task, voted(answers[0])),
+            "majority": verifier_reward(task, voted([a for round_answers in answers for a in round_answers])),
+            "final_share": sum(verifier_reward(task, a) >= 1.0 for a in answers[-1]) / len(answers[-1]),
+            "turns": [{"agent": t.agent, "role": ROLES[role], "round": r, "solution": j, "text": t.sample.text}
+                      for r, exchanges in enumerate(discussion.rounds) for j, exchange in enumerate(exchanges)
+                      for role, t in enumerate(exchange)],
+            "grades": [exchange[SCORER].sample.info["grade"] for exchanges in discussion.rounds
+                       for exchange in exchanges]}
 
 
 def evaluate_discussion(sampler: DiscussionSampler, tasks: list[Task], max_new_tokens: int, batch_size: int,
                         ) -> tuple[dict[str, float], list[dict[str, Any]]]:
-    """The agents discuss each task once (the sampler's decoding, greedy for evaluation). The group's answer
-    is the last round's solution (``accuracy``); also the first round's and a majority over all rounds."""
+    """The agents discuss each task once (the sampler's decoding, greedy for evaluation). The discussion's
+    answer is the vote of its last round's solutions (``accuracy``); also the first round's vote, the vote over
+    every round and the share of last-round solutions that are right."""
     records = [discussion_record(d) for start in range(0, len(tasks), batch_size)
                for d in sampler.discuss(tasks[start:start + batch_size], 1, max_new_tokens)]
     grades = [g for r in records for g in r["grades"]]
@@ -244,6 +260,7 @@ def evaluate_discussion(sampler: DiscussionSampler, tasks: list[Task], max_new_t
     summary = {"accuracy": sum(r["final"] for r in records) / count,
                "first_round_accuracy": sum(r["first_round"] for r in records) / count,
                "majority_accuracy": sum(r["majority"] for r in records) / count,
+               "final_share": sum(r["final_share"] for r in records) / count,
                "grade_parse_rate": sum(g is not None for g in grades) / max(1, len(grades))}
     return summary, records
 
