@@ -308,3 +308,32 @@ def test_three_agents_discuss_train_on_their_own_turns_and_resume(tmp_path):
     for agent, trained in zip(resumed.agents, trainer.agents):
         assert all(torch.equal(v, trained.trainable_state()[k]) for k, v in agent.trainable_state().items())
     assert resumed.state.step == 2 and resumed.state.discussion_before == comas["before"]
+
+
+@pytest.mark.slow
+def test_agents_on_different_base_models_co_train_and_resume(tmp_path):
+    """Two architectures in one discussion: the embedded SmolLM2 (Llama) and a Qwen2-shaped model, each with its
+    own weights, LoRA adapters, optimizer and (here shared) tokenizer, exchanging text."""
+    from autotelic.run_state import new_run_dir
+    from autotelic.trainer import Trainer, resume
+
+    options = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=2", "discussion.rounds=1",
+               "control.max_new_tokens=8", "curriculum.families=[add]", "curriculum.levels=[1]", "eval.levels=[1]",
+               "eval.per_level=1", "eval.max_new_tokens=8", "model.lora_rank=8", "algorithm.lr=1e-3",
+               'discussion.models=[null, "random:qwen2-tiny", null]', "logging.progress=false",
+               f"logging.runs_dir={tmp_path}", "logging.run_name=mixed"]
+    config = load_config(Path(__file__).parent.parent / "recipes" / "comas.yaml", options)
+    trainer = Trainer(config, new_run_dir(config))
+    kinds = [agent.causal_lm.config.model_type for agent in trainer.agents]
+    assert kinds == ["llama", "qwen2", "llama"]
+    initial = [{k: v.clone() for k, v in agent.trainable_state().items()} for agent in trainer.agents]
+    trainer.run()
+    for agent, start in zip(trainer.agents, initial):  # each trained on its own turns, on its own model
+        assert any(not torch.equal(v, start[k]) for k, v in agent.trainable_state().items())
+    rows = [json.loads(line) for line in (tmp_path / "mixed" / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["agent"] for r in rows} == {0, 1, 2}
+    resumed = Trainer(load_config(tmp_path / "mixed" / "config.yaml"), tmp_path / "mixed", resume=True)
+    assert [agent.causal_lm.config.model_type for agent in resumed.agents] == kinds
+    for agent, trained in zip(resumed.agents, trainer.agents):
+        assert all(torch.equal(v, trained.trainable_state()[k]) for k, v in agent.trainable_state().items())
+    assert resume(tmp_path / "mixed", ["train.steps=2"])["steps"] == 2

@@ -81,11 +81,13 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
 
 
 def build_agents(config: RunConfig) -> list[HFPolicy]:
-    """The models that train: the policy, and in CoMAS's discussions one more per agent (seeded apart)."""
-    algo = config.algorithm
-    count = get_mode(config.generate.mode).agents(config)
-    return [HFPolicy(config.model, lr=algo.lr, weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm,
-                     seed=config.train.seed + index) for index in range(count)]
+    """The models that train: the policy, and in CoMAS's discussions one more per agent (seeded apart, each on
+    the model the mode names for it, ``model.path`` by default)."""
+    algo, mode = config.algorithm, get_mode(config.generate.mode)
+    paths = [mode.agent_model(config, index) for index in range(mode.agents(config))]
+    return [HFPolicy(config.model if path is None else replace(config.model, path=path), lr=algo.lr,
+                     weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm, seed=config.train.seed + index)
+            for index, path in enumerate(paths)]
 
 
 def build_generation(config: RunConfig, policy: HFPolicy) -> PolicyBackend:

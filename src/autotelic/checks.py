@@ -87,6 +87,8 @@ def model_problems(config: RunConfig) -> list[str]:
         paths["curriculum.evolve.model"] = evolve.model
     if config.value.enabled:
         paths["value.base_model"] = config.value.base_model
+    for index, path in enumerate(config.discussion.models or []):
+        paths[f"discussion.models[{index}]"] = path
     for index, reward in enumerate(config.filter.rewards):
         model = reward.options.get("model", JUDGE_MODEL)
         if reward.name in (*JUDGES, "reward_model") and model not in ("policy", "base"):

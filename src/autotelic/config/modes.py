@@ -116,6 +116,9 @@ class DiscussionConfig:
     """Policies, each a model of its own (model.lora: LoRA or full fine-tuning) trained on its own turns; at least
     3, so that no agent grades or critiques its own work; 1: one agent plays every role (the single-agent
     ablation)."""
+    models: list[str | None] | None = None
+    """Each agent's model, one per agent: a local model directory, random:<shape>, or null for model.path; agents
+    on different models (tokenizers too) co-train in one run. None: every agent starts from model.path."""
     rounds: int = 2
     """Rounds per discussion; a later round's solvers see answers and critiques of the round before."""
     solutions: int = 3
@@ -134,6 +137,8 @@ class DiscussionConfig:
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.agents", self.agents), *count(f"{key}.rounds", self.rounds),
                 *count(f"{key}.solutions", self.solutions), *count(f"{key}.references", self.references, 0),
+                *rule(self.models is None or len(self.models) == self.agents, f"{key}.models", self.models,
+                      f"list one model per agent ({key}.agents={self.agents}), null for model.path"),
                 *rule(self.agents != 2, f"{key}.agents", self.agents,
                       "not be 2: of two agents one would grade or critique its own work; use 3 or more, or 1 for "
                       "the single-agent ablation"),

@@ -54,5 +54,9 @@ def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     return problems
 
 
+def agent_model(config: RunConfig, index: int) -> str | None:
+    return config.discussion.models[index] if config.discussion.models else None
+
+
 register_mode(Mode("discussion", discussions, problems, agents=lambda config: config.discussion.agents,
-                   evaluate_together=evaluate_together))
+                   agent_model=agent_model, evaluate_together=evaluate_together))

@@ -48,6 +48,8 @@ class Mode:
     """Settings, each valid alone, that this mode cannot honour: one line each."""
     agents: Callable[[RunConfig], int] = one_agent
     """How many models train (each on its own groups, ``Group.agent``)."""
+    agent_model: Callable[[RunConfig, int], str | None] = lambda config, index: None
+    """The model an agent starts from (a directory or random:<shape>); None: ``model.path``."""
     branches: bool = False
     """Groups grow by branching (tree): a group of one sample per task still has siblings to compare."""
     games: bool = False
