@@ -22,6 +22,7 @@ from autotelic.algorithms import (
     reinforce_pp_advantages,
     reinforce_pp_baseline_advantages,
     rloo_advantages,
+    simpo_loss,
     tree_advantages,
 )
 
@@ -325,6 +326,17 @@ def test_dpo_loss_and_stats_by_hand():
     assert_close(pc.grad, torch.tensor([-0.5 * 0.268941 / 2, -0.5 * 0.622459 / 2]), atol=1e-6, rtol=0)
     normalized, _ = dpo_loss(PC, PR, RC, RR, beta=0.5, normalizer=4)
     assert normalized.item() == pytest.approx((0.313262 + 0.974077) / 4, abs=1e-6)
+
+
+def test_simpo_loss_is_reference_free_on_mean_logprobs_with_a_target_margin():
+    pc = PC.clone().requires_grad_()
+    loss, stats = simpo_loss(pc, PR, beta=2.0, gamma=1.0)
+    # beta * (chosen - rejected) = (4, -2); minus gamma (3, -3): -logsigmoid(3) = 0.048587, -logsigmoid(-3) = 3.048587
+    assert loss.item() == pytest.approx((0.048587 + 3.048587) / 2, abs=1e-6)
+    assert stats == pytest.approx({"reward_accuracy": 0.5, "reward_margin": 1.0, "chosen_reward": -6.0,
+                                   "rejected_reward": -7.0})
+    loss.backward()  # d/d pc = -beta * sigmoid(-(m - gamma)) / B: sigmoid(-3) = 0.047426, sigmoid(3) = 0.952574
+    assert_close(pc.grad, torch.tensor([-2.0 * 0.047426 / 2, -2.0 * 0.952574 / 2]), atol=1e-6, rtol=0)
 
 
 def test_dpo_label_smoothing():

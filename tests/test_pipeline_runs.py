@@ -166,13 +166,20 @@ def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and
     assert events[2]["generation"] >= events[1]["generation"] >= 1
 
 
-def test_online_dpo_on_an_eva_prompt_pool(tmp_path):
+@pytest.mark.parametrize("loss", ["sigmoid", "simpo"])
+def test_online_dpo_on_an_eva_prompt_pool(tmp_path, loss):
     _, steps, _ = _run(tmp_path, "online-dpo", [
-        "algorithm.name=online_dpo", "curriculum.name=regret", "curriculum.pool_size=12", "curriculum.metric=regret",
-        "generate.temperature=1.0"])
+        "algorithm.name=online_dpo", f"algorithm.dpo_loss={loss}", "curriculum.name=regret", "curriculum.pool_size=12",
+        "curriculum.metric=regret", "generate.temperature=1.0", "filter.rewards=[{name: majority_vote}]"])
     for row in steps:
         assert row["curriculum/pool_size"] == 12
         assert row.get("train/pairs", 0) == row["filter/kept_groups"]  # a kept group has distinct rewards: one pair
+    trained = [row for row in steps if row.get("train/pairs")]
+    assert trained
+    if loss == "simpo":  # mean token log-probs, no reference: the implicit rewards are beta x a mean log-prob < 0
+        assert all(row["train/chosen_reward"] < 0 and row["train/rejected_reward"] < 0 for row in trained)
+    else:  # against the reference, which the policy equals before its first update
+        assert trained[0]["train/reward_margin"] == pytest.approx(0.0, abs=1e-4)
 
 
 def test_offline_dpo_from_a_pairs_file_learns_the_preference(tmp_path):
@@ -242,7 +249,7 @@ def test_bad_combinations_are_named_before_the_model_loads(tmp_path):
 # Recipes that a test of their own runs end to end from the recipe file, with more checks than one step
 RUN_ELSEWHERE = {
     "rest-rl-code": "test_vm_mcts.py::test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it",
-    "comas": "test_comas.py::test_two_agents_discuss_train_on_their_own_turns_and_resume",
+    "comas": "test_comas.py::test_three_agents_discuss_train_on_their_own_turns_and_resume",
     "agent0": "test_propose.py::test_agent0_runs_on_the_real_model_and_resumes_in_phase",
     "agent0-code": "test_propose.py::test_agent0_code_runs_on_the_real_model_with_executed_labels",
     "spiral": "test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume",

@@ -26,6 +26,7 @@ from autotelic.algorithms import (
     dpo_loss,
     policy_loss,
     rae_advantages,
+    simpo_loss,
     tree_advantages,
     turn_advantages,
 )
@@ -240,14 +241,31 @@ def rollout_pairs(groups: list[Group]) -> list[PreferencePair]:
     return pairs
 
 
-def _sequence_logprobs(policy: PolicyBackend, pairs: list[PreferencePair], reference: bool) -> torch.Tensor:
-    """(2P,) summed log-probs: chosen and rejected of each pair, sharing the prompt's forward."""
+def _sequence_logprobs(policy: PolicyBackend, pairs: list[PreferencePair], reference: bool,
+                       mean: bool = False) -> torch.Tensor:
+    """(2P,) log-probs summed (or, ``mean``, averaged) over the trained tokens: chosen and rejected of each pair,
+    sharing the prompt's forward."""
     completions = [c for p in pairs for c in (p.chosen, p.rejected)]
     own_masks = [m if m is not None else [1] * len(c) for p in pairs
                  for c, m in ((p.chosen, p.chosen_mask), (p.rejected, p.rejected_mask))]
     logprobs_BT, mask_BT = policy.completion_logprobs([p.prompt_ids for p in pairs], completions, 2, 1.0,
                                                       reference=reference)
-    return (logprobs_BT * mask_BT * _pad(own_masks, logprobs_BT.shape[1], logprobs_BT.device)).sum(1)
+    trained_BT = mask_BT * _pad(own_masks, logprobs_BT.shape[1], logprobs_BT.device)
+    summed_B = (logprobs_BT * trained_BT).sum(1)
+    return summed_B / trained_BT.sum(1).clamp(min=1) if mean else summed_B
+
+
+def preference_loss(policy: PolicyBackend, pairs: list[PreferencePair], algo: AlgorithmConfig,
+                    normalizer: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """``algorithm.dpo_loss``: sigmoid DPO against the reference policy, or reference-free SimPO."""
+    if algo.dpo_loss == "simpo":
+        policy_B2 = _sequence_logprobs(policy, pairs, reference=False, mean=True).view(-1, 2)
+        return simpo_loss(policy_B2[:, 0], policy_B2[:, 1], algo.dpo_beta, algo.simpo_gamma, normalizer)
+    with torch.no_grad():
+        ref_B2 = _sequence_logprobs(policy, pairs, reference=True).view(-1, 2)
+    policy_B2 = _sequence_logprobs(policy, pairs, reference=False).view(-1, 2)
+    return dpo_loss(policy_B2[:, 0], policy_B2[:, 1], ref_B2[:, 0], ref_B2[:, 1], algo.dpo_beta,
+                    algo.dpo_label_smoothing, normalizer=normalizer)
 
 
 def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: AlgorithmConfig,
@@ -258,11 +276,7 @@ def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: Algorit
         return {"train/pairs": 0.0}
     for _ in range(algo.updates_per_batch):
         for chunk in [pairs[i:i + algo.micro_batch_groups] for i in range(0, len(pairs), algo.micro_batch_groups)]:
-            with torch.no_grad():
-                ref_B2 = _sequence_logprobs(policy, chunk, reference=True).view(-1, 2)
-            policy_B2 = _sequence_logprobs(policy, chunk, reference=False).view(-1, 2)
-            loss, stats = dpo_loss(policy_B2[:, 0], policy_B2[:, 1], ref_B2[:, 0], ref_B2[:, 1], algo.dpo_beta,
-                                   algo.dpo_label_smoothing, normalizer=normalizer or len(pairs))
+            loss, stats = preference_loss(policy, chunk, algo, normalizer or len(pairs))
             _backward(loss, policy)
             totals["train/loss"] += loss.item() / algo.updates_per_batch
             for key, value in stats.items():

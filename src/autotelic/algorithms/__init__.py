@@ -21,7 +21,7 @@ from autotelic.algorithms.advantages import (
     tree_advantages,
     turn_advantages,
 )
-from autotelic.algorithms.dpo import best_worst_pair, dpo_loss
+from autotelic.algorithms.dpo import best_worst_pair, dpo_loss, simpo_loss
 from autotelic.algorithms.policy_gradient import (
     KL_ESTIMATORS,
     LOSS_AGGS,
@@ -90,6 +90,7 @@ __all__ = [
     "PolicyLossSettings",
     "best_worst_pair",
     "dpo_loss",
+    "simpo_loss",
     "get_algorithm",
     "grpo_advantages",
     "kl_penalty",

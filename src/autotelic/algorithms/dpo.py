@@ -1,6 +1,7 @@
 """Direct preference optimisation on (chosen, rejected) pairs, offline or from online rollouts.
 
-Inputs are SEQUENCE log-probabilities (sums over each completion's trained tokens), shape (B,).
+Inputs are SEQUENCE log-probabilities, shape (B,): sums over each completion's trained tokens for DPO, their
+means for SimPO (which has no reference model).
 """
 
 from __future__ import annotations
@@ -33,6 +34,29 @@ def dpo_loss(
     rejected_reward_B = beta * (policy_rejected_B - ref_rejected_B)
     margin_B = chosen_reward_B - rejected_reward_B
     losses_B = -(1 - label_smoothing) * F.logsigmoid(margin_B) - label_smoothing * F.logsigmoid(-margin_B)
+    loss = losses_B.sum() / (normalizer if normalizer is not None else len(losses_B))
+    with torch.no_grad():
+        stats = {
+            "reward_accuracy": float((chosen_reward_B > rejected_reward_B).float().mean()),
+            "reward_margin": float(margin_B.mean()),
+            "chosen_reward": float(chosen_reward_B.mean()),
+            "rejected_reward": float(rejected_reward_B.mean()),
+        }
+    return loss, stats
+
+
+def simpo_loss(
+    policy_chosen_B: torch.Tensor,
+    policy_rejected_B: torch.Tensor,
+    beta: float = 2.0,
+    gamma: float = 1.0,
+    normalizer: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """SimPO (Meng et al. 2024): reference-free, on MEAN token log-probs (length-normalised, so a longer answer is
+    not preferred for its length); loss = -logsigmoid(beta * (chosen - rejected) - gamma), gamma a target margin."""
+    chosen_reward_B, rejected_reward_B = beta * policy_chosen_B, beta * policy_rejected_B
+    margin_B = chosen_reward_B - rejected_reward_B
+    losses_B = -F.logsigmoid(margin_B - gamma)
     loss = losses_B.sum() / (normalizer if normalizer is not None else len(losses_B))
     with torch.no_grad():
         stats = {

@@ -316,7 +316,12 @@ class AlgorithmConfig:
     rae_decay: float = 0.95
     """spiral: each role's baseline is an average of its rewards, b <- decay * b + (1 - decay) * r."""
     dpo_beta: float = 0.1
-    """online_dpo and offline_dpo: the DPO temperature beta."""
+    """online_dpo and offline_dpo: the DPO temperature beta (SimPO's beta, typically 2.0-2.5)."""
+    dpo_loss: Literal["sigmoid", "simpo"] = "sigmoid"
+    """online_dpo and offline_dpo: sigmoid DPO against the reference policy, or SimPO (reference-free, on mean
+    token log-probs, with the target margin simpo_gamma)."""
+    simpo_gamma: float = 1.0
+    """SimPO's target reward margin gamma."""
     dpo_label_smoothing: float = 0.0
     """DPO: probability that a pair's preference is flipped (conservative DPO)."""
     dataset: str | None = None
@@ -345,6 +350,7 @@ class AlgorithmConfig:
         return [*positive(f"{key}.lr", self.lr), *fraction(f"{key}.clip_low", self.clip_low, open_high=True),
                 *at_least_zero(f"{key}.clip_high", self.clip_high), *at_least_zero(f"{key}.beta", self.beta),
                 *fraction(f"{key}.rae_decay", self.rae_decay), *positive(f"{key}.dpo_beta", self.dpo_beta),
+                *at_least_zero(f"{key}.simpo_gamma", self.simpo_gamma),
                 *rule(0 <= self.dpo_label_smoothing < 0.5, f"{key}.dpo_label_smoothing", self.dpo_label_smoothing,
                        "lie in [0, 0.5)"),
                 *filled(f"{key}.dataset", self.dataset),
