@@ -135,11 +135,11 @@ def test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume(tmp_
 def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and_resumes(tmp_path):
     from autotelic.trainer import resume
 
-    _, steps, rollouts = _run(tmp_path, "eva", [
+    summary, steps, rollouts = _run(tmp_path, "eva", [
         "curriculum.name=regret", "curriculum.pool_size=8", "curriculum.evolve.every=1", "curriculum.evolve.variants=2",
         "curriculum.evolve.fraction=0.5", "curriculum.evolve.max_new_tokens=24", "algorithm.name=rloo",
         "filter.rewards=[{name: majority_vote}]", "filter.drop_zero_variance=false", "generate.temperature=1.0",
-        "train.checkpoint_every=1"], recipe="eva")
+        "train.checkpoint_every=1", "eval.win_rate.max_new_tokens=8"], recipe="eva")
     run_dir = tmp_path / "eva"
     events = [json.loads(line) for line in (run_dir / "population.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events] == [1, 2]
@@ -160,6 +160,7 @@ def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and
     assert set(children) & drawn[2] and steps[1]["curriculum/evolved_share"] >= 0.5  # step 2 trains on them
     assert all(r["answer"] == "" for r in rollouts if r["prompt"] in children)
     assert "Prompt population" in (run_dir / "report.html").read_text()
+    assert summary["win_rate"]["pairs"] == 32 and (run_dir / "eval_after_win_rate.jsonl").is_file()  # as shipped
     summary = resume(run_dir, ["train.steps=3"])
     events = [json.loads(line) for line in (run_dir / "population.jsonl").read_text().splitlines()]
     assert summary["steps"] == 3 and [e["step"] for e in events] == [1, 2, 3]
@@ -266,7 +267,8 @@ def test_every_recipe_runs_a_step(recipe, tmp_path):
               "eval.levels=[1]", "eval.every=0", "filter.max_rounds=1",
               "logging.progress=false", "train.max_minutes=null", f"logging.runs_dir={tmp_path}", "logging.run_name=r",
               "model.lora=true", "model.lora_rank=8",  # LoRA: small checkpoints (full FT writes 1.6 GB each)
-              "value.tasks=2", "value.iterations=1", "value.epochs=2"]  # recipes with a VM-MCTS stage: keep it small
+              "value.tasks=2", "value.iterations=1", "value.epochs=2",  # recipes with a VM-MCTS stage: keep it small
+              "eval.win_rate.max_new_tokens=8"]
     config = load_config(recipe, shrink)
     if config.generate.mode not in ("episode", "selfplay"):  # long single replies (code, math) cost the most here
         config.control.max_new_tokens = min(config.control.max_new_tokens, 48)

@@ -22,6 +22,7 @@ from autotelic.sandbox import check as check_sandbox
 from autotelic.sandbox import configure as configure_sandbox
 from autotelic.tasks.code import CODE_FAMILIES
 from autotelic.tasks.files import data_family, data_problems, is_data_family
+from autotelic.win_rate import prompts_problems
 
 # Rewards that compare against Task.answer (or hidden tests): meaningless on prompts an LLM wrote.
 LABELLED_REWARDS = {"verifier", "math_verify", "unit_tests"}
@@ -73,10 +74,13 @@ def package_problems(config: RunConfig) -> list[str]:
 
 
 def own_problems(config: RunConfig) -> list[str]:
-    """The user's data files (read with ``curriculum.columns``) and reward functions (imported), checked here."""
+    """The user's data files (read with ``curriculum.columns``), reward functions (imported) and win-rate
+    instructions, checked here."""
     families = [*config.curriculum.families, *(config.eval.families or [])]
+    wins = config.eval.win_rate
     return [*data_problems(families, config.curriculum.columns),
-            *reward_problems([reward.name for reward in config.filter.rewards])]
+            *reward_problems([reward.name for reward in config.filter.rewards]),
+            *(prompts_problems(wins.prompts) if wins.enabled and wins.prompts else [])]
 
 
 def model_problems(config: RunConfig) -> list[str]:
@@ -89,6 +93,11 @@ def model_problems(config: RunConfig) -> list[str]:
         paths["value.base_model"] = config.value.base_model
     for index, path in enumerate(config.discussion.models or []):
         paths[f"discussion.models[{index}]"] = path
+    wins = config.eval.win_rate
+    if wins.enabled:
+        paths.update({f"eval.win_rate.{role}": name for role, name in (("reference", wins.reference),
+                                                                       ("judge", wins.judge))
+                      if name not in ("policy", "base")})
     for index, reward in enumerate(config.filter.rewards):
         model = reward.options.get("model", JUDGE_MODEL)
         if reward.name in (*JUDGES, "reward_model") and model not in ("policy", "base"):

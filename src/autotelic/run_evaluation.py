@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autotelic.backends import PolicyBackend
+from autotelic.backends.hf import role_backend
 from autotelic.config import RunConfig
 from autotelic.evaluation import Decoding, EvalResult, evaluate, evaluate_episodes
 from autotelic.heldout import HeldOut
@@ -20,6 +21,7 @@ from autotelic.run_log import write_jsonl
 from autotelic.run_state import TrainState
 from autotelic.types import Task
 from autotelic.vm_mcts import evaluate_decodings, train_value_model
+from autotelic.win_rate import read_prompts, win_rate
 
 
 def evaluate_heldout(config: RunConfig, policy: PolicyBackend, tasks: Sequence[Task],
@@ -56,10 +58,21 @@ class RunEvaluation:
 
     def after(self, state: TrainState, agents: list[PolicyBackend]) -> tuple[EvalResult, dict[str, Any]]:
         """The trained agents' held-out accuracy, and what the summary adds for the mode (CoMAS's discussion)."""
-        after = self.accuracy("after", agents[0])
-        if not self.discussing:
-            return after, {}
-        return after, {"comas": {"before": state.discussion_before, "after": self.discussion("after", agents, after)}}
+        after, extra = self.accuracy("after", agents[0]), {}
+        if self.discussing:
+            extra["comas"] = {"before": state.discussion_before, "after": self.discussion("after", agents, after)}
+        if self.config.eval.win_rate.enabled:
+            extra["win_rate"] = self.win_rate(agents[0])
+        return after, extra
+
+    def win_rate(self, policy: PolicyBackend) -> dict[str, Any]:
+        """The policy's pairwise win rate on open-ended instructions (records in eval_after_win_rate.jsonl)."""
+        settings, shared = self.config.eval.win_rate, {}
+        reference, judge = (role_backend(name, policy, self.config.model, self.config.eval.seed, shared)
+                            for name in (settings.reference, settings.judge))
+        result = win_rate(policy, reference, judge, read_prompts(settings.prompts), settings.max_new_tokens)
+        write_jsonl(self.run_dir / "eval_after_win_rate.jsonl", result.records)
+        return {**result.summary(), "reference": settings.reference, "judge": settings.judge}
 
     def accuracy(self, tag: str, policy: PolicyBackend) -> EvalResult:
         """Held-out accuracy, its records in eval_<tag>.jsonl."""
@@ -85,9 +98,13 @@ class RunEvaluation:
         alarms = ["guardrail alarms: " + "; ".join(f"{a['signal']} {a['value']:.2f} < {a['threshold']} at step "
                                                     f"{a['step']}" for a in summary["guardrail_alarms"])
                   ] if summary.get("guardrail_alarms") else []
-        return [*comas, *alarms, f"{self.heldout.label} accuracy: before {state.eval_before['accuracy']:.1%} -> after "
-                        f"{summary['eval_after']['accuracy']:.1%} after {state.step} steps in "
-                        f"{state.wall_seconds / 60:.1f} min; run directory {self.run_dir}"]
+        wins = summary.get("win_rate")
+        won = [f"win rate against {wins['reference']} (judge {wins['judge']}, both orders): {wins['win_rate']:.1%} "
+               f"over {wins['pairs']:.0f} instructions, {wins['parse_rate']:.0%} of verdicts readable"] if wins else []
+        return [*comas, *alarms, *won,
+                f"{self.heldout.label} accuracy: before {state.eval_before['accuracy']:.1%} -> after "
+                f"{summary['eval_after']['accuracy']:.1%} after {state.step} steps in "
+                f"{state.wall_seconds / 60:.1f} min; run directory {self.run_dir}"]
 
     def discussion(self, tag: str, agents: list[PolicyBackend], first: EvalResult) -> dict[str, Any]:
         """CoMAS: each agent's held-out accuracy alone (greedy; agent 0's is ``first``), then the agents'

@@ -27,6 +27,27 @@ class SearchConfig:
 
 
 @dataclass
+class WinRateConfig:
+    """Pairwise win rate on open-ended instructions after training (``win_rate.py``, AlpacaEval style): the
+    policy's greedy answers against a reference model's, judged in both orders."""
+
+    enabled: bool = False
+    """Measure it after training (summary.json "win_rate", records in eval_after_win_rate.jsonl)."""
+    prompts: str | None = None
+    """JSONL file of {"prompt": ...} instructions; None: the 32 shipped ones (``win_rate.OPEN_PROMPTS``)."""
+    reference: str = "base"
+    """The model answered against: base (a frozen copy of the starting model), or a local model directory."""
+    judge: str = "base"
+    """The model that judges: base, policy, or a local model directory."""
+    max_new_tokens: int = 64
+    """Length of each answer."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*filled(f"{key}.prompts", self.prompts), *filled(f"{key}.reference", self.reference),
+                *filled(f"{key}.judge", self.judge), *count(f"{key}.max_new_tokens", self.max_new_tokens)]
+
+
+@dataclass
 class ValueConfig:
     """VM-MCTS (ReST-RL): MCTS with test-scored rollouts labels partial responses with their expected
     reward; a value model learns those labels and then guides search and picks answers at test time."""
@@ -88,6 +109,7 @@ class EvalConfig:
     value_model: str | None = None
     """Directory of a trained value model (``autotelic value``, or run_dir/value_model)."""
     search: SearchConfig = field(default_factory=SearchConfig)
+    win_rate: WinRateConfig = field(default_factory=WinRateConfig)
     agent: Literal["policy", "operator"] = "policy"
     """Episode mode: held-out episodes by the policy alone (greedy), or by the operator agent (planner,
     grounder, reflector and summarizer roles, see ``operator``)."""
@@ -99,4 +121,5 @@ class EvalConfig:
                 *count(f"{key}.max_new_tokens", self.max_new_tokens),
                 *rule(self.every >= 0, f"{key}.every", self.every, "be 0 (before and after training only) or more"),
                 *count(f"{key}.batch_size", self.batch_size), *count(f"{key}.token_budget", self.token_budget),
-                *filled(f"{key}.value_model", self.value_model), *self.search.problems(f"{key}.search")]
+                *filled(f"{key}.value_model", self.value_model), *self.search.problems(f"{key}.search"),
+                *self.win_rate.problems(f"{key}.win_rate")]
