@@ -8,8 +8,9 @@ model, which also picks the final answer). Each record notes the tokens its task
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +145,32 @@ def evaluate_episodes(agent: RolloutWorker, tasks: Sequence[Task], max_new_token
                             **({"actions": [s.get("action") for s in steps]} if any("action" in s for s in steps)
                                else {})})
     return _result(records, "episode")
+
+
+def pass_at_k(samples: int, correct_samples: int, k: int) -> float:
+    """The unbiased pass@k of a task from ``samples`` attempts of which ``correct_samples`` succeeded (Chen et al.
+    2021): 1 - C(n - c, k) / C(n, k), the chance that k attempts drawn without replacement include a success."""
+    if not 1 <= k <= samples:
+        raise ValueError(f"pass@{k} needs 1 <= k <= the {samples} samples per task")
+    return 1.0 - math.comb(samples - correct_samples, k) / math.comb(samples, k)
+
+
+def evaluate_pass_at_k(worker: RolloutWorker, tasks: Sequence[Task], samples: int, ks: Sequence[int],
+                       max_new_tokens: int, score: Callable[[Task, Sample], float], batch_size: int = 64,
+                       ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """pass@k for each k of ``ks``, from ``samples`` sampled attempts per task by ``worker`` (answers, or whole
+    episodes), each strict by ``score``; and a record per task (its attempts and successes)."""
+    records = []
+    for start in range(0, len(tasks), max(1, batch_size // samples)):
+        for group in worker.generate(list(tasks[start:start + max(1, batch_size // samples)]), samples,
+                                     max_new_tokens):
+            task = group.task
+            records.append({"family": task.family, "level": task.level, "prompt": task.prompt,
+                            "samples": len(group.samples),
+                            "successes": sum(correct(score(task, s)) for s in group.samples)})
+    summary = {f"pass@{k}": sum(pass_at_k(r["samples"], int(r["successes"]), k) for r in records) / max(1, len(records))
+               for k in ks}
+    return summary, records
 
 
 def evaluate(policy: PolicyBackend, tasks: Sequence[Task], max_new_tokens: int, batch_size: int = 64,

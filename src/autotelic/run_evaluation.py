@@ -13,13 +13,15 @@ from typing import Any, Callable
 from autotelic.backends import PolicyBackend
 from autotelic.backends.hf import role_backend
 from autotelic.config import RunConfig
-from autotelic.evaluation import Decoding, EvalResult, evaluate, evaluate_episodes
+from autotelic.evaluation import (Decoding, EvalResult, episode_reward, evaluate, evaluate_episodes,
+                                  evaluate_pass_at_k)
 from autotelic.heldout import HeldOut
 from autotelic.modes import get_mode
-from autotelic.rollout.filter import Scorer, response_scorer
+from autotelic.rollout.filter import Scorer, response_scorer, verifier_reward
+from autotelic.rollout.generate import PolicySampler
 from autotelic.run_log import write_jsonl
 from autotelic.run_state import TrainState
-from autotelic.types import Task
+from autotelic.types import Sample, Task
 from autotelic.vm_mcts import evaluate_decodings, train_value_model
 from autotelic.win_rate import read_prompts, win_rate
 
@@ -30,8 +32,30 @@ def evaluate_heldout(config: RunConfig, policy: PolicyBackend, tasks: Sequence[T
     where it has one), else one greedy answer per task (or ``decoding``) scored by the verifier."""
     agent = get_mode(config.generate.mode).heldout_agent
     if agent is not None:
-        return evaluate_episodes(agent(config, policy), tasks, config.control.max_new_tokens, config.eval.batch_size)
+        return evaluate_episodes(agent(config, policy, None), tasks, config.control.max_new_tokens,
+                                 config.eval.batch_size)
     return evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size, decoding)
+
+
+def _episode(task: Task, sample: Sample) -> float:
+    return episode_reward(sample)
+
+
+def _answer(task: Task, sample: Sample) -> float:
+    return verifier_reward(task, sample.text)
+
+
+def heldout_pass_at_k(config: RunConfig, policy: PolicyBackend, tasks: Sequence[Task],
+                      ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """pass@k of ``eval.pass_k`` on the held-out tasks: sampled whole episodes in episode mode (scored by the
+    environment's success check where it has one), else sampled answers scored by the verifier."""
+    cfg, agent = config.eval, get_mode(config.generate.mode).heldout_agent
+    if agent is not None:
+        worker, tokens, score = agent(config, policy, cfg.pass_temperature), config.control.max_new_tokens, _episode
+    else:
+        worker, tokens, score = PolicySampler(policy, cfg.pass_temperature), cfg.max_new_tokens, _answer
+    summary, records = evaluate_pass_at_k(worker, tasks, cfg.pass_samples, cfg.pass_k, tokens, score, cfg.batch_size)
+    return {**summary, "samples": cfg.pass_samples, "temperature": cfg.pass_temperature}, records
 
 
 @dataclass
@@ -63,6 +87,9 @@ class RunEvaluation:
             extra["comas"] = {"before": state.discussion_before, "after": self.discussion("after", agents, after)}
         if self.config.eval.win_rate.enabled:
             extra["win_rate"] = self.win_rate(agents[0])
+        if self.config.eval.pass_k:
+            extra["pass_at_k"], records = heldout_pass_at_k(self.config, agents[0], self.heldout)
+            write_jsonl(self.run_dir / "eval_after_pass_at_k.jsonl", records)
         return after, extra
 
     def win_rate(self, policy: PolicyBackend) -> dict[str, Any]:
@@ -101,7 +128,10 @@ class RunEvaluation:
         wins = summary.get("win_rate")
         won = [f"win rate against {wins['reference']} (judge {wins['judge']}, both orders): {wins['win_rate']:.1%} "
                f"over {wins['pairs']:.0f} instructions, {wins['parse_rate']:.0%} of verdicts readable"] if wins else []
-        return [*comas, *alarms, *won,
+        passes = summary.get("pass_at_k")
+        sampled = [", ".join(f"{key} {value:.1%}" for key, value in passes.items() if key.startswith("pass@")) +
+                   f" ({passes['samples']} samples per task at temperature {passes['temperature']})"] if passes else []
+        return [*comas, *alarms, *won, *sampled,
                 f"{self.heldout.label} accuracy: before {state.eval_before['accuracy']:.1%} -> after "
                 f"{summary['eval_after']['accuracy']:.1%} after {state.step} steps in "
                 f"{state.wall_seconds / 60:.1f} min; run directory {self.run_dir}"]

@@ -110,6 +110,13 @@ class EvalConfig:
     """Directory of a trained value model (``autotelic value``, or run_dir/value_model)."""
     search: SearchConfig = field(default_factory=SearchConfig)
     win_rate: WinRateConfig = field(default_factory=WinRateConfig)
+    pass_k: list[int] = field(default_factory=list)
+    """After training, pass@k for each k listed (e.g. [1, 4]) from pass_samples sampled attempts per held-out task
+    (answers, or whole episodes), strict; empty: not measured."""
+    pass_samples: int = 8
+    """Sampled attempts per held-out task for pass@k (at least the largest k)."""
+    pass_temperature: float = 0.8
+    """Sampling temperature of the pass@k attempts."""
     agent: Literal["policy", "operator"] = "policy"
     """Episode mode: held-out episodes by the policy alone (greedy), or by the operator agent (planner,
     grounder, reflector and summarizer roles, see ``operator``)."""
@@ -122,4 +129,8 @@ class EvalConfig:
                 *rule(self.every >= 0, f"{key}.every", self.every, "be 0 (before and after training only) or more"),
                 *count(f"{key}.batch_size", self.batch_size), *count(f"{key}.token_budget", self.token_budget),
                 *filled(f"{key}.value_model", self.value_model), *self.search.problems(f"{key}.search"),
-                *self.win_rate.problems(f"{key}.win_rate")]
+                *self.win_rate.problems(f"{key}.win_rate"), *count(f"{key}.pass_samples", self.pass_samples),
+                *positive(f"{key}.pass_temperature", self.pass_temperature),
+                *[problem for k in self.pass_k for problem in rule(
+                    1 <= k <= self.pass_samples, f"{key}.pass_k entry", k,
+                    f"lie in 1..{key}.pass_samples ({self.pass_samples})")]]

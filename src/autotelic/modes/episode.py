@@ -21,13 +21,14 @@ def episodes(built: Built) -> EpisodeSampler:
                           episode.max_turns, turn_tokens=episode.turn_tokens, max_invalid=episode.max_invalid)
 
 
-def heldout_agent(config: RunConfig, policy: PolicyBackend) -> RolloutWorker:
-    """Held-out episodes: the policy alone, greedy, or the operator agent (``eval.agent``)."""
+def heldout_agent(config: RunConfig, policy: PolicyBackend, temperature: float | None = None) -> RolloutWorker:
+    """Held-out episodes: the policy alone, greedy (or sampled at ``temperature``, for pass@k), or the operator
+    agent (``eval.agent``, greedy)."""
     if config.eval.agent == "operator":
         return operator(config, policy)
     episode = config.episode
-    return EpisodeSampler(policy, run_env_factory(config), max_turns=episode.max_turns, greedy=True,
-                          turn_tokens=episode.turn_tokens, max_invalid=episode.max_invalid)
+    return EpisodeSampler(policy, run_env_factory(config), temperature or 1.0, max_turns=episode.max_turns,
+                          greedy=temperature is None, turn_tokens=episode.turn_tokens, max_invalid=episode.max_invalid)
 
 
 def operator(config: RunConfig, policy: PolicyBackend) -> OperatorAgent:

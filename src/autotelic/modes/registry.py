@@ -60,8 +60,9 @@ class Mode:
     """Whether its generator runs model-written code (in the sandbox) beyond what tasks and rewards run."""
     filters: Callable[[RunConfig], list[GroupFilter]] = no_filters
     """Group filters of its own, applied ahead of the run's (``filter``): the generator only generates."""
-    heldout_agent: Callable[[RunConfig, PolicyBackend], RolloutWorker] | None = None
-    """Plays each held-out task whole (greedy episodes) instead of one greedy answer per task."""
+    heldout_agent: Callable[[RunConfig, PolicyBackend, float | None], RolloutWorker] | None = None
+    """Plays each held-out task whole (episodes: greedy, or sampled at the temperature given, for pass@k) instead
+    of one answer per task."""
     evaluate_together: Callable[[RunConfig, list[PolicyBackend], HeldOut], tuple[dict[str, Any],
                                                                              list[dict[str, Any]]]] | None = None
     """The agents evaluated together on the held-out set (CoMAS's discussion): its summary and records."""
