@@ -2,7 +2,8 @@
 training against its no-evolution ablation at the same budget.
 
 Arms (each recipe as shipped in recipes/, then its ablation):
-- eva: prompts evolved by the policy (creator) vs a fixed prompt pool (curriculum.evolve.every=0);
+- eva: prompts evolved by the creator (a frozen copy of the starting model) vs a fixed prompt pool
+  (curriculum.evolve.every=0); eva-dpo the same with DPO on best-vs-worst pairs instead of RLOO;
 - ttrl: majority vote plus EVOL-RL's novelty bonus vs majority vote alone (TTRL), both label-free and both
   test-time: they train on the evaluation prompts themselves (without answers), so their accuracy is
   labelled "test-time (trained on the evaluation prompts)", never held-out;
@@ -47,6 +48,7 @@ from autotelic.rollout.selfplay import SelfPlaySampler
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 ABLATIONS: dict[str, tuple[str, ...]] = {
     "eva": ("curriculum.evolve.every=0",),
+    "eva-dpo": ("curriculum.evolve.every=0",),
     "ttrl": ("filter.rewards=[{name: majority_vote}]",),
     "comas": ("discussion.agents=1",),
     "agent0": ("generate.mode=sample", "generate.group_size=8", "filter.rewards=[{name: majority_vote}]",

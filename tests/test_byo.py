@@ -163,6 +163,60 @@ def test_answers_are_checked_strictly_and_tests_run_in_the_sandbox(tmp_path):
     assert math.isnan(family.score(free, "hi"))  # no check of its own: a reward function's job
 
 
+APPS_CASES = {"inputs": ["1 2\n", "10 -3\n", "5 5\n"], "outputs": ["3\n", "7\n", "10"]}
+
+
+@pytest.mark.parametrize("cell", [APPS_CASES, json.dumps(APPS_CASES)], ids=["object", "json-text"])
+def test_standard_input_cases_run_each_case_and_grade_by_share(tmp_path, cell):
+    """APPS-style input/output cases: the program runs once per case with its input as stdin, in the sandbox."""
+    name = _write(tmp_path / "apps.jsonl", [{"prompt": "Read two integers and print their sum.", "tests": cell}])
+    family, (task,) = get_family(name), _tasks(name)
+    assert family.runs_code and task.meta["io"] == [[i, o] for i, o in zip(APPS_CASES["inputs"], APPS_CASES["outputs"])]
+    summing = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    assert family.score(task, summing) == 1.0
+    assert family.score(task, "import sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)\nexit()") == 1.0
+    assert family.score(task, "a, b = map(int, input().split())\nprint(a - b)") == 0.0
+    from autotelic.rewards.unit_tests import UnitTestReward
+
+    reward = UnitTestReward()  # graded: the share of cases passed (only 5 5 -> 10 by doubling the first number)
+    doubling = "a, b = map(int, input().split())\nprint(2 * a)"
+    assert reward(task, [summing, doubling, "import os\nprint(3)\nos._exit(0)"]) == pytest.approx([1.0, 1 / 3, 0.0])
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "recipes" / "data"
+SOLVED = {  # a right program for each shipped sample problem, by its first words
+    "Read two integers": "a, b = map(int, input().split())\nprint(a + b)",
+    "Read a word": "print(input()[::-1])",
+    "Read an integer n": "input()\nprint(max(map(int, input().split())))",
+    "Write a function double": "def double(x):\n    return 2 * x",
+    "Write a function count_vowels": "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)",
+    "Write a function is_even": "def is_even(n):\n    return n % 2 == 0",
+}
+
+
+@pytest.mark.parametrize("sample, columns", [
+    ("apps-sample.jsonl", {"prompt": "question", "tests": "input_output"}),  # APPS's own column names
+    ("mbpp-sample.jsonl", {"prompt": "text", "tests": "test_list"}),  # MBPP's: a list of asserts
+])
+def test_the_shipped_apps_and_mbpp_samples_load_by_their_own_columns_and_check_solutions(sample, columns):
+    name = f"file:{SAMPLES / sample}"
+    family = data_family(name, columns)
+    tasks = _tasks(name)
+    assert len(tasks) == 3 and family.runs_code
+    for task in tasks:
+        solution = next(code for start, code in SOLVED.items() if task.prompt.startswith(start))
+        assert family.score(task, f"```python\n{solution}\n```") == 1.0, task.prompt
+        assert family.score(task, "print(0)") == 0.0
+
+
+def test_bad_standard_input_cases_stop_at_load_naming_the_row(tmp_path):
+    from autotelic.tasks.files import data_problems
+
+    name = _write(tmp_path / "bad.jsonl", [{"prompt": "p", "tests": {"inputs": ["1"], "outputs": []}}])
+    (problem,) = data_problems([name], {})
+    assert "bad.jsonl:1: 'tests' as standard-input cases must be" in problem
+
+
 # ---- reward functions by path ---------------------------------------------------------------------------
 REWARDS = '''
 import asyncio

@@ -7,9 +7,12 @@ Columns (renamed with ``curriculum.columns``, e.g. ``{prompt: question, answer: 
   must be mathematically equal (math-verify), any other text must be the whole reply (up to case, surrounding
   whitespace, quotes and a final period);
 - ``tests``: Python test code (asserts) run after the completion's code in the sandbox, in the harness of
-  ``harness.py``: the ``unit_tests`` reward pays the share of asserts that held, accuracy 1 when all did;
-- ``level`` (an integer from 1) or ``difficulty`` (easy/medium/hard, or numbers ranked into levels 1-3): the
-  curriculum's levels; without either every row is level 1, and ``curriculum.name=regret`` ranks the rows
+  ``harness.py``: the ``unit_tests`` reward pays the share of asserts that held, accuracy 1 when all did; or
+  standard-input cases (APPS's ``input_output``), an object ``{"inputs": [...], "outputs": [...]}`` (or its JSON
+  text): the completion's program runs once per case with the input as stdin, its printed output compared token
+  by token, the reward the share of cases passed; a list of assert lines (MBPP's ``test_list``) is Python tests;
+- ``level`` (an integer from 1) or ``difficulty`` (easy/medium/hard, APPS's introductory/interview/competition,
+  or numbers ranked into levels 1-3): the curriculum's levels; without either every row is level 1, and ``curriculum.name=regret`` ranks the rows
   themselves by the pass rates of their own groups (its ``gate`` keeps the rows the policy gets partly right);
 - every other column rides along on the Task (``meta["columns"]``) and reaches reward functions by name.
 
@@ -34,14 +37,14 @@ from typing import Any
 
 from autotelic.config import DATA_COLUMNS, ConfigError
 from autotelic.tasks import task_uid
-from autotelic.tasks.harness import Harnessed, harness, passes
+from autotelic.tasks.harness import Harnessed, harness, io_cases, io_harness, passes
 from autotelic.text import first_integer_matches, parse_gold, parse_prediction
 from autotelic.types import Task
 
 FILE_PREFIX, HF_PREFIX = "file:", "hf:"
 FORMATS = (".jsonl", ".json", ".csv", ".parquet")
 DIFFICULTY_WORDS = {"easy": 1, "simple": 1, "medium": 2, "moderate": 2, "intermediate": 2, "hard": 3,
-                    "difficult": 3}
+                    "difficult": 3, "introductory": 1, "interview": 2, "competition": 3}  # the last three: APPS's
 DIFFICULTY_LEVELS = 3  # numeric difficulties are ranked into this many levels
 CHAT_ROLES = ("system", "user", "assistant")
 _NUMBER = re.compile(r"-?\d+(\.\d+)?(/\d+)?")
@@ -68,6 +71,7 @@ class DataRow:
     tests: str | None
     difficulty: Any  # the raw level or difficulty value; None: level 1
     columns: dict[str, Any] = field(hash=False, compare=False)
+    io: tuple[tuple[str, str], ...] | None = None  # standard-input cases (input, expected output)
 
 
 # ---- reading records ------------------------------------------------------------------------------------
@@ -212,9 +216,15 @@ def parse_row(row: Row, columns: dict[str, str]) -> DataRow:
     else:
         raise ConfigError(f"{row.where}: '{names['prompt']}' must be text or a list of chat messages, got "
                           f"{type(prompt).__name__} {prompt!r}")
-    checked: dict[str, str | None] = {}
-    for role in ("answer", "tests"):
+    try:
+        io = io_cases(values.get(names["tests"]))
+    except ValueError as error:
+        raise ConfigError(f"{row.where}: '{names['tests']}' {error}") from None
+    checked: dict[str, str | None] = {"tests": None}
+    for role in ("answer", "tests") if io is None else ("answer",):
         value = values.get(names[role])
+        if role == "tests" and isinstance(value, list) and all(isinstance(line, str) for line in value):
+            value = "\n".join(value)  # MBPP's test_list: one assert per entry
         checked[role] = _text(value)
         if value is not None and checked[role] is None and not (isinstance(value, float) and math.isnan(value)):
             raise ConfigError(f"{row.where}: '{names[role]}' must be text or a number, got {type(value).__name__}")
@@ -231,7 +241,7 @@ def parse_row(row: Row, columns: dict[str, str]) -> DataRow:
     # every column but the prompt reaches reward functions, under its own name and (answer, tests) the mapped one
     extra = {key: value for key, value in values.items() if key != names["prompt"]}
     named = {role: value for role in ("answer", "tests") if (value := checked[role]) is not None}
-    return DataRow(text, messages, checked["answer"], checked["tests"], difficulty, {**extra, **named})
+    return DataRow(text, messages, checked["answer"], checked["tests"], difficulty, {**extra, **named}, io)
 
 
 def levels_of(rows: list[DataRow], where: list[str], by_level: bool) -> list[int]:
@@ -313,10 +323,11 @@ class DataFamily:
     @property
     def runs_code(self) -> bool:
         """Whether scoring runs model-written code (some row has tests): the run then needs the sandbox."""
-        return any(row.tests for rows in self.rows.values() for row in rows)
+        return any(row.tests or row.io for rows in self.rows.values() for row in rows)
 
     def task(self, row: DataRow, level: int) -> Task:
-        meta = {"columns": row.columns, **({"tests": row.tests} if row.tests else {})}
+        meta = {"columns": row.columns, **({"tests": row.tests} if row.tests else {}),
+                **({"io": [list(case) for case in row.io]} if row.io else {})}
         return Task(row.prompt, row.answer or "", self.name, level, task_uid(self.name, row.prompt), meta=meta,
                     messages=row.messages)
 
@@ -329,12 +340,14 @@ class DataFamily:
         """The completion's code, then the row's tests, in the harness."""
         from autotelic.tasks.code import extract_code
 
+        if "io" in task.meta:
+            return io_harness(extract_code(completion), [tuple(case) for case in task.meta["io"]])
         if "tests" not in task.meta:
             raise ValueError(f"this row of '{self.name}' has no tests (its tests column is empty)")
         return harness(extract_code(completion), task.meta["tests"])
 
     def score(self, task: Task, completion: str) -> float:
-        if "tests" in task.meta:
+        if "tests" in task.meta or "io" in task.meta:
             return passes(self.tests(task, completion))
         if task.answer:
             return answer_score(task.answer, completion)

@@ -16,9 +16,10 @@ writes to solve a task does that, and the sandbox still holds whatever it does.
 from __future__ import annotations
 
 import ast
+import json
 import secrets
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from autotelic.sandbox.process import ExecutionResult
 from autotelic.types import Task
@@ -113,6 +114,55 @@ def harness(solution: str, tests: str) -> Harnessed:
     counted = ast.unparse(ast.fix_missing_locations(_CountAsserts().visit(tree)))
     nonce = secrets.token_hex(16)
     return Harnessed(_HARNESS % (solution, counted, nonce, HOOK), nonce, written)
+
+
+# Standard-input programs (APPS, Codeforces style): each case runs the program's source afresh as ``__main__`` with
+# the case's input as stdin, its printed output compared token by token (whitespace-insensitive) with the expected
+# one; ``exit()`` after printing is allowed, an exception fails that case only.
+_IO_RUNNER = """\
+import contextlib as _contextlib
+import io as _io
+import sys as _sys
+
+
+def _autotelic_io(source, given):
+    printed, stdin = _io.StringIO(), _sys.stdin
+    _sys.stdin = _io.StringIO(given)
+    try:
+        with _contextlib.redirect_stdout(printed):
+            exec(compile(source, "solution.py", "exec"), {"__name__": "__main__"})
+    except SystemExit:
+        pass
+    finally:
+        _sys.stdin = stdin
+    return printed.getvalue().split()
+"""
+
+
+def io_cases(cell: Any) -> tuple[tuple[str, str], ...] | None:
+    """Standard-input cases from a tests cell holding ``{"inputs": [...], "outputs": [...]}`` (or its JSON text);
+    None for Python tests or an empty cell; ValueError for an object that is not such cases."""
+    if isinstance(cell, str) and cell.lstrip().startswith("{"):
+        try:
+            cell = json.loads(cell)
+        except json.JSONDecodeError:
+            return None  # not JSON: Python tests (a dict literal), checked as Python
+    if not isinstance(cell, dict):
+        return None
+    inputs, outputs = cell.get("inputs"), cell.get("outputs")
+    if not (isinstance(inputs, list) and isinstance(outputs, list) and inputs and len(inputs) == len(outputs)
+            and all(isinstance(x, str) for x in inputs + outputs)):
+        raise ValueError('as standard-input cases must be {"inputs": [...], "outputs": [...]}: two lists of texts '
+                         'of the same, non-zero length')
+    return tuple(zip(inputs, outputs))
+
+
+def io_harness(program: str, cases: list[tuple[str, str]]) -> Harnessed:
+    """The harness for a standard-input ``program`` and its (input, expected output) ``cases``: one counted
+    assertion per case, so the graded reward is the share of cases passed."""
+    checks = "".join(f"assert _autotelic_io({program!r}, {given!r}) == {expected!r}.split()\n"
+                     for given, expected in cases)
+    return harness("", _IO_RUNNER + checks)
 
 
 @runtime_checkable
