@@ -86,7 +86,8 @@ def build_agents(config: RunConfig) -> list[HFPolicy]:
     algo, mode = config.algorithm, get_mode(config.generate.mode)
     paths = [mode.agent_model(config, index) for index in range(mode.agents(config))]
     return [HFPolicy(config.model if path is None else replace(config.model, path=path), lr=algo.lr,
-                     weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm, seed=config.train.seed + index)
+                     weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm, seed=config.train.seed + index,
+                     stop_repeats=config.control.stop_repeats)
             for index, path in enumerate(paths)]
 
 
@@ -166,7 +167,8 @@ def build_rollout_worker(config: RunConfig, index: int) -> tuple[PolicyBackend, 
     """What a Ray rollout actor holds: its own policy copy (seeded by its index) and generator."""
     config = _worker_config(config)
     configure_sandbox(config.sandbox.isolation)  # its generator may run code (a python tool, code proposals)
-    policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1))
+    policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1),
+                      stop_repeats=config.control.stop_repeats)
     generation = build_vllm_generation_policy(config.vllm, policy) if config.vllm.enabled else policy
     return generation, build_generator(config, generation, build_heldout(config))  # the driver's, from the config
 

@@ -149,6 +149,9 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
                         "workers do not hold: give the judge its own model (options.model) or set "
                         "dist.reward_workers=0")
     problems += vllm_problems(config.vllm, config.model.lora, bool(config.dist.rollout_workers))
+    if config.control.stop_repeats and config.vllm.enabled:
+        problems.append("control.stop_repeats stops looping samples in the transformers decoder, which vLLM "
+                        "rollouts do not use: set control.stop_repeats=0 or vllm.enabled=false")
     if config.generate.env is not None and mode.games:  # an unknown name stops here, with the known ones listed
         make_game_factory(config.generate.env)
     elif config.generate.env is not None:

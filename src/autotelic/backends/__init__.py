@@ -19,6 +19,7 @@ class Completion:
     logprobs: list[float]  # log-prob of each sampled token under the sampling distribution
     finished: bool  # ended with EOS rather than at the length limit
     entropies: list[float] = field(default_factory=list)  # entropy of each step's sampling distribution
+    looped: bool = False  # cut early: its last tokens repeated one block (``control.stop_repeats``)
 
 
 class PolicyBackend(Protocol):

@@ -150,7 +150,7 @@ class HFPolicy:
     """A causal LM from a local directory, optionally wrapped with LoRA adapters, plus its optimizer."""
 
     def __init__(self, config: ModelConfig, lr: float = 1e-5, weight_decay: float = 0.0,
-                 max_grad_norm: float = 1.0, seed: int = 0):
+                 max_grad_norm: float = 1.0, seed: int = 0, stop_repeats: int = 0):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         cores = len(os.sched_getaffinity(0))  # more threads than the cores we may run on only contend for them
@@ -189,6 +189,7 @@ class HFPolicy:
         self.max_grad_norm = max_grad_norm
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
+        self.stop_repeats = stop_repeats  # in-trajectory early stop of looping samples (``sampling.looping``)
         self._frozen_reference: torch.nn.Module | None = None
         self._ids_containing: dict[str, list[int]] = {}
 
@@ -247,7 +248,8 @@ class HFPolicy:
         A completion also ends after any of ``stop_token_ids`` (then ``finished`` is False)."""
         return sample_groups(self.causal_lm, prompts, group_sizes(n, len(prompts)), max_new_tokens,
                              pad_id=self.pad_id, eos_ids=self.eos_ids, generator=self.generator, device=self.device,
-                             temperature=temperature, top_p=top_p, greedy=greedy, stop_token_ids=stop_token_ids)
+                             temperature=temperature, top_p=top_p, greedy=greedy, stop_token_ids=stop_token_ids,
+                             stop_repeats=self.stop_repeats)
 
     # ---- training forward ------------------------------------------------------------------
     def completion_logprobs(self, prompts: list[list[int]], completions: list[list[int]], n: int | Sequence[int],

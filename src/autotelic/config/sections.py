@@ -155,6 +155,10 @@ class ControlConfig:
     """adaptive_group_size: rollouts per task at least, and at most (max_group_size)."""
     max_group_size: int = 16
     """adaptive_group_size: rollouts per task at most."""
+    stop_repeats: int = 0
+    """In-trajectory early stop (transformers rollouts and evaluation): a sample ends once its last tokens repeat
+    one block of up to 16 tokens this many times in a row (a loop it rarely leaves before the length cap), cut
+    like one at the cap; 0: never. generate/looped_share logs how many."""
     early_exit_probe: int | None = None
     """Draw this many samples first; a group whose probe rewards are all equal stops there."""
     overlong: Literal["none", "shaping", "mask"] = "none"
@@ -164,7 +168,9 @@ class ControlConfig:
     """overlong=shaping: the penalty ramps over this many tokens before max_new_tokens."""
 
     def problems(self, key: str) -> list[str]:
-        return [*count(f"{key}.max_new_tokens", self.max_new_tokens),
+        return [*count(f"{key}.max_new_tokens", self.max_new_tokens), *rule(
+                    self.stop_repeats == 0 or self.stop_repeats >= 2, f"{key}.stop_repeats", self.stop_repeats,
+                    "be 0 (off) or at least 2 (a block and its repeat)"),
                 *count(f"{key}.max_tokens_per_step", self.max_tokens_per_step),
                 *count(f"{key}.max_samples_per_step", self.max_samples_per_step),
                 *count(f"{key}.tasks_per_step", self.tasks_per_step),

@@ -36,14 +36,15 @@ def sizes_per_task(sizes: int | list[int], count: int) -> list[int]:
 
 def _sample(policy: PolicyBackend, completion: Completion, prefix: Sample | None = None, at: int = 0) -> Sample:
     """A Sample from a backend completion, optionally continuing the first ``at`` tokens of ``prefix``."""
+    info = {"looped": True} if completion.looped else {}  # cut early by control.stop_repeats
     if prefix is None:
         return Sample(text=policy.decode(completion.token_ids), token_ids=list(completion.token_ids),
                       logprobs=list(completion.logprobs), finished=completion.finished,
-                      policy_version=policy.version)
+                      policy_version=policy.version, info=info)
     token_ids = prefix.token_ids[:at] + completion.token_ids
     return Sample(text=policy.decode(token_ids), token_ids=token_ids,
                   logprobs=prefix.logprobs[:at] + completion.logprobs, finished=completion.finished,
-                  policy_version=min(prefix.policy_version, policy.version))
+                  policy_version=min(prefix.policy_version, policy.version), info=info)
 
 
 @dataclass

@@ -1,0 +1,61 @@
+"""In-trajectory early stop (control.stop_repeats): a sample that loops ends there, in the real decoder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autotelic.backends.hf import HFPolicy
+from autotelic.backends.sampling import looping
+from autotelic.config import ConfigError, ModelConfig
+
+
+def test_a_loop_is_one_block_repeated_at_the_end():
+    assert looping([5, 1, 2, 1, 2, 1, 2], 3)  # (1, 2) three times
+    assert not looping([5, 1, 2, 1, 2, 1, 3], 3) and not looping([1, 2, 1, 2], 3)
+    assert looping([7, 7, 7], 3) and not looping([7, 7, 8], 3)
+    assert looping(list(range(16)) * 2, 2) and not looping(list(range(17)) * 2, 2)  # blocks up to 16 tokens
+
+
+LOOPING_PROMPT = "List the letter a: a a a a a a a a"  # the embedded model answers "A, A, A, ..." to the cap
+
+
+def test_the_decoder_cuts_a_looping_sample_and_marks_it():
+    policy = HFPolicy(ModelConfig(), seed=0)
+    prompt = [policy.encode_prompt(LOOPING_PROMPT)]
+    (full,), = policy.generate(prompt, 1, 40, greedy=True)
+    assert len(full.token_ids) == 40 and not full.looped  # off by default: the loop runs to the cap
+    policy.stop_repeats = 4
+    (cut,), = policy.generate(prompt, 1, 40, greedy=True)
+    assert cut.looped and not cut.finished and len(cut.token_ids) < 20
+    assert cut.token_ids == full.token_ids[:len(cut.token_ids)] and looping(cut.token_ids, 4)
+
+
+def test_a_run_logs_the_share_of_samples_it_cut(tmp_path):
+    from autotelic.loading import load_config
+    from autotelic.trainer import train
+
+    data = tmp_path / "loops.jsonl"
+    data.write_text(json.dumps({"prompt": LOOPING_PROMPT, "answer": "a"}) + "\n")
+    train(load_config(None, [
+        f"curriculum.families=[file:{data}]", "curriculum.levels=[1]", "eval.families=[add]", "eval.levels=[1]",
+        "eval.per_level=1", "train.steps=1", "control.tasks_per_step=1", "generate.group_size=2",
+        "generate.temperature=0.01", "control.max_new_tokens=40", "control.stop_repeats=4", "model.lora=true",
+        "filter.drop_zero_variance=false", "logging.progress=false", f"logging.runs_dir={tmp_path}",
+        "logging.run_name=loops"]))
+    (step,) = [json.loads(line) for line in (tmp_path / "loops" / "metrics.jsonl").read_text().splitlines()
+               if '"reward/mean"' in line]
+    assert step["generate/looped_share"] == 1.0
+    rows = [json.loads(line) for line in (tmp_path / "loops" / "rollouts.jsonl").read_text().splitlines()]
+    assert rows and all(row["looped"] and not row["finished"] for row in rows)
+
+
+def test_stop_repeats_needs_a_repeat_and_the_transformers_decoder():
+    from autotelic.checks import check_run
+    from autotelic.loading import load_config
+
+    with pytest.raises(ConfigError, match="control.stop_repeats must be 0 \\(off\\) or at least 2"):
+        load_config(None, ["control.stop_repeats=1"])
+    with pytest.raises((ConfigError, Exception), match="control.stop_repeats stops looping samples"):
+        check_run(load_config(None, ["control.stop_repeats=3", "vllm.enabled=true"]))
