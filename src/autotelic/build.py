@@ -18,6 +18,7 @@ from autotelic.config import RunConfig
 from autotelic.curricula import BanditCurriculum, Curriculum, PrefixCurriculum, PromptPoolCurriculum
 from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver
 from autotelic.curricula.failures import FailureCurriculum
+from autotelic.curricula.hints import HintCurriculum
 from autotelic.heldout import DRAWS_PER_SLOT, HeldOut, build_heldout
 from autotelic.modes import Built, get_mode
 from autotelic.modes.environments import run_env_factory
@@ -75,6 +76,10 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
         prefixes = cur.prefixes
         curriculum = PrefixCurriculum(curriculum, prefixes.fraction, prefixes.per_line, prefixes.decay,
                                       prefixes.min_reward, prefixes.min_std, seed=seed)
+    if cur.hints.fraction > 0:
+        hints = cur.hints
+        curriculum = HintCurriculum(curriculum, hints.column, hints.fraction, hints.share, hints.decay,
+                                    hints.max_reward)
     if cur.failure_fraction > 0:
         curriculum = FailureCurriculum(curriculum, heldout, cur.failure_fraction)
     return curriculum

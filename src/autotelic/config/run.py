@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from autotelic.config.curriculum import CurriculumConfig
 from autotelic.config.evaluation import EvalConfig, ValueConfig
 from autotelic.config.modes import (
     DiscussionConfig,
@@ -20,7 +21,6 @@ from autotelic.config.runtime import DistConfig, GuardrailsConfig, LoggingConfig
 from autotelic.config.sections import (
     AlgorithmConfig,
     ControlConfig,
-    CurriculumConfig,
     FilterConfig,
     GenerateConfig,
     ModelConfig,

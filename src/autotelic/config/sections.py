@@ -1,5 +1,6 @@
-"""The sections of a training step: the model, how samples are generated, filtered and budgeted, replayed,
-which tasks the curriculum draws, the algorithm and the training run. Each validates itself in ``problems``."""
+"""The sections of a training step: the model, how samples are generated, filtered and budgeted, replayed, the
+algorithm and the training run (which tasks the curriculum draws: ``curriculum.py``). Each validates itself in
+``problems``."""
 
 from __future__ import annotations
 
@@ -8,17 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from autotelic.config.rules import at_least_zero, band, count, filled, finite, fraction, positive, rule
-
-
-DATA_COLUMNS = ("prompt", "answer", "tests", "level", "difficulty")
-"""The columns of a user's data that autotelic reads (``tasks/files.py``); ``curriculum.columns`` renames them."""
-
-
-def _column(key: str, role: str, column: Any) -> list[str]:
-    """One entry of a column mapping: a column autotelic reads, mapped to a name in the data."""
-    if role not in DATA_COLUMNS:
-        return [f"{key} maps unknown column '{role}'; valid: {', '.join(DATA_COLUMNS)}"]
-    return rule(isinstance(column, str) and bool(column), f"{key}.{role}", column, "be a column name")
 
 
 DEVICE = re.compile(r"cpu|auto|cuda(:\d+)?|mps")
@@ -197,110 +187,6 @@ class ReplayConfig:
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.capacity", self.capacity), *count(f"{key}.max_staleness", self.max_staleness, 0),
                 *count(f"{key}.replay_groups", self.replay_groups, 0), *count(f"{key}.max_reuse", self.max_reuse, 0)]
-
-
-@dataclass
-class EvolveConfig:
-    """eva's creator: the regret curriculum's prompts are rewritten by an LLM where the solver's samples
-    disagree most. Evolved prompts have no reference answer, so they need a label-free reward."""
-
-    every: int = 0
-    """Evolve after every N rounds of observation (one per step; more with filter.dynamic_sampling); 0: never
-    (a fixed prompt pool, eva's no-evolution ablation)."""
-    fraction: float = 0.25
-    """Share of the prompts observed since the last evolution that seed it, drawn by informativeness."""
-    variants: int = 4
-    """New prompts written from each seed."""
-    old_fraction: float = 0.25
-    """Share of each step's tasks drawn from earlier generations; the rest come from the newest."""
-    model: str = "base"
-    """The evolver: base (a frozen copy of the starting model: it cannot decay with training), policy (the model
-    being trained) or a local model directory (frozen)."""
-    operations: list[str] = field(default_factory=lambda: ["harder", "specific", "topic"])
-    """Evol-Instruct rewrites, used in turn: harder, specific, topic."""
-    temperature: float = 0.9
-    """Sampling temperature of the evolver's rewrites."""
-    max_new_tokens: int = 64
-    """Tokens a rewritten prompt may take at most."""
-
-    def problems(self, key: str) -> list[str]:
-        return [*count(f"{key}.every", self.every, 0), *fraction(f"{key}.fraction", self.fraction, open_low=True),
-                *count(f"{key}.variants", self.variants), *fraction(f"{key}.old_fraction", self.old_fraction),
-                *filled(f"{key}.model", self.model), *filled(f"{key}.operations", self.operations),
-                *positive(f"{key}.temperature", self.temperature),
-                *count(f"{key}.max_new_tokens", self.max_new_tokens)]
-
-
-@dataclass
-class PrefixConfig:
-    """ReST-GRPO: the best answers of problems whose groups spread are cut at code lines into partial-solution
-    prompts that the policy continues (the verifier scores prefix + continuation; only the continuation
-    trains). The defaults are the official ReST-RL code's."""
-
-    fraction: float = 0.0
-    """Share of each step's tasks that are partial-solution prompts (0 disables)."""
-    per_line: float = 0.5
-    """Prefixes drawn per code line of the best answer (rounded up), with replacement."""
-    decay: float = 0.95
-    """The prefix of k lines is drawn with weight decay**(k - 1): early cuts (long continuations) preferred."""
-    min_reward: float = 0.9
-    """A problem is cut when its best answer's reward reaches this."""
-    min_std: float = 0.05
-    """A problem is cut when its group's reward std reaches this (a group all right or all wrong is not)."""
-
-    def problems(self, key: str) -> list[str]:
-        return [*fraction(f"{key}.fraction", self.fraction),
-                *rule(self.per_line > 0, f"{key}.per_line", self.per_line, "be above 0"),
-                *fraction(f"{key}.decay", self.decay, open_low=True), *finite(f"{key}.min_reward", self.min_reward),
-                *at_least_zero(f"{key}.min_std", self.min_std)]
-
-
-@dataclass
-class CurriculumConfig:
-    name: Literal["learnability", "sec", "uniform", "regret", "test_time"] = "learnability"
-    """learnability (bandit over family x level, value p(1-p)), sec (bandit, value = mean |advantage|,
-    Self-Evolving Curriculum), uniform, regret (eva: a prompt pool drawn by informativeness) or test_time
-    (TTRL: the pool is the held-out prompts themselves, their answers never read; needs a label-free reward)."""
-    families: list[str] = field(default_factory=lambda: ["add", "compare", "successor", "rg_chain_sum"])
-    """Task families: ours (add, humaneval, ...), rg_<reasoning-gym dataset>, or your own data as file:PATH (JSONL,
-    JSON, CSV, Parquet) or hf:NAME[:CONFIG][:SPLIT] (a save_to_disk directory, a local file or a hub dataset)."""
-    columns: dict[str, str] = field(default_factory=dict)
-    """Your data's column names for the ones autotelic reads (prompt, answer, tests, level, difficulty), e.g.
-    {prompt: question, answer: solution}."""
-    levels: list[int] = field(default_factory=lambda: [1, 2, 3])
-    """Difficulty levels drawn from each family."""
-    temperature: float = 0.1
-    """Boltzmann temperature over arm values; lower is greedier."""
-    ema: float = 0.5
-    """Weight of the newest observation in each arm's running estimate (SEC's alpha)."""
-    prior_pass_rate: float = 0.5
-    """Optimistic pass rate assumed for arms never tried, so each gets explored."""
-    decay: float = 0.0
-    """sec: values of arms not drawn this step shrink by this fraction."""
-    pool_size: int = 256
-    """regret: tasks drawn from the families into the prompt pool."""
-    metric: Literal["gap", "regret", "variance", "loo", "top2"] = "gap"
-    """regret: informativeness of a prompt (gap, regret, variance, loo, top2)."""
-    gate: list[float] | None = None
-    """regret: learnability gate, keep prompts whose pass rate lies in [low, high]."""
-    evolve: EvolveConfig = field(default_factory=EvolveConfig)
-    """regret: eva's prompt evolution (off unless evolve.every > 0)."""
-    prefixes: PrefixConfig = field(default_factory=PrefixConfig)
-    """ReST-GRPO's partial-solution prompts (off unless prefixes.fraction > 0)."""
-    failure_fraction: float = 0.0
-    """WebRL-style: share of each step's tasks made from failed ones, cut at the first progress milestone
-    no sample reached (web tasks; 0 disables)."""
-
-    def problems(self, key: str) -> list[str]:
-        return [*filled(f"{key}.families", self.families), *filled(f"{key}.levels", self.levels),
-                *[p for role, column in self.columns.items() for p in _column(f"{key}.columns", role, column)],
-                *[p for level in self.levels for p in count(f"{key}.levels entry", level)],
-                *positive(f"{key}.temperature", self.temperature), *fraction(f"{key}.ema", self.ema, open_low=True),
-                *fraction(f"{key}.prior_pass_rate", self.prior_pass_rate),
-                *fraction(f"{key}.decay", self.decay, open_high=True), *count(f"{key}.pool_size", self.pool_size),
-                *band(f"{key}.gate", self.gate), *self.evolve.problems(f"{key}.evolve"),
-                *self.prefixes.problems(f"{key}.prefixes"),
-                *fraction(f"{key}.failure_fraction", self.failure_fraction)]
 
 
 @dataclass

@@ -1,0 +1,89 @@
+"""Guided rollouts (the GFCR survey's externally guided generation; question augmentation with partial
+solutions, as QuestA): a task the policy failed on comes back with a hint, the start of its reference solution,
+written into the question, so a problem it cannot yet solve still yields groups whose rewards differ.
+
+The reference is a column of the task's data (``column``, e.g. a dataset's worked solution). A group whose
+best reward is at most ``max_reward`` is queued again with the first ``share`` of the reference: its lines
+when it has several, else its words. ``fraction`` of each step's tasks come from that queue, a share that
+decays by ``decay`` every step: guidance is scaffolding for the early steps, and training ends on unguided
+rollouts. The hint is part of the prompt, never trained on, and the response is the policy's own, scored as
+any other (a hint in the response would put its numbers before the answer a first-number check reads); the
+base curriculum observes only the unhinted groups.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from autotelic.curricula.base import Curriculum, DerivedTaskQueue
+from autotelic.types import Group, Task
+
+
+def hint_of(reference: str, share: float) -> str:
+    """The first ``share`` of ``reference``: whole lines when it has several, else words; never all of it."""
+    lines = reference.strip().splitlines(keepends=True)
+    if len(lines) > 1:
+        return "".join(lines[:min(len(lines) - 1, math.ceil(share * len(lines)))])
+    words = reference.split()
+    kept = min(len(words) - 1, math.ceil(share * len(words)))
+    return " ".join(words[:kept]) + " " if kept > 0 else ""
+
+
+def hinted(task: Task, hint: str) -> Task:
+    """``task`` with ``hint`` after its question (in its last user message, for chat prompts)."""
+    note = f"\n\nHint: a solution starts like this:\n{hint.rstrip()}"
+    messages = task.messages
+    if messages:
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        messages = tuple({**m, "content": m["content"] + note} if i == last else m for i, m in enumerate(messages))
+    return replace(task, prompt=task.prompt + note, messages=messages, uid=f"{task.uid}#hint",
+                   meta={**task.meta, "hinted": True})
+
+
+def reference_of(task: Task, column: str) -> str | None:
+    value = task.meta.get("columns", {}).get(column)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+@dataclass
+class HintCurriculum(DerivedTaskQueue):
+    base: Curriculum
+    column: str = "solution"
+    fraction: float = 0.25
+    """The current share of each step's tasks served with hints (it decays)."""
+    share: float = 0.5
+    decay: float = 0.9
+    max_reward: float = 0.0
+    capacity: int = 256
+    queue: deque[Task] = field(default_factory=deque)
+    served: int = 0
+
+    def observe(self, groups: list[Group]) -> dict[str, float]:
+        original = [g for g in groups if not g.task.meta.get("hinted")]
+        metrics = self.base.observe(original)
+        made = 0
+        for group in original:
+            reference = reference_of(group.task, self.column)
+            if reference is None or not group.samples or max(group.rewards) > self.max_reward:
+                continue
+            hint = hint_of(reference, self.share)
+            if hint:
+                self.queue.append(hinted(group.task, hint))
+                made += 1
+        rewards = [r for g in groups if g.task.meta.get("hinted") for r in g.rewards]
+        metrics.update({"hint/made": float(made), "hint/queued": float(len(self.queue)),
+                        "hint/fraction": self.fraction, "hint/served_total": float(self.served)})
+        if rewards:
+            metrics["hint/reward_mean"] = sum(rewards) / len(rewards)
+        self.fraction *= self.decay
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**self.queue_state(), "fraction": self.fraction}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.load_queue_state(state)
+        self.fraction = state["fraction"]

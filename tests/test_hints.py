@@ -1,0 +1,108 @@
+"""Guided rollouts (curricula/hints.py): hints cut from reference solutions, queued for failed groups, a decaying
+share of each step; and a real run on data with a solution column."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+
+import pytest
+
+from autotelic.curricula.hints import HintCurriculum, hint_of, hinted
+from autotelic.types import Group, Sample, Task
+
+SOLUTION = "Add the ones: 3 + 4 = 7.\nAdd the tens: 20 + 50 = 70.\nSo the sum is 77."
+
+
+def test_a_hint_is_the_first_share_of_the_reference_never_all_of_it():
+    assert hint_of(SOLUTION, 0.5) == "Add the ones: 3 + 4 = 7.\nAdd the tens: 20 + 50 = 70.\n"  # ceil(1.5) lines
+    assert hint_of(SOLUTION, 0.99) == hint_of(SOLUTION, 0.5)  # at most all lines but the last
+    assert hint_of("the answer is 77", 0.5) == "the answer "  # one line: words
+    assert hint_of("77", 0.5) == ""  # nothing short of the whole answer: no hint
+
+
+class Fixed:
+    """A base curriculum that serves the same tasks and records what it observes."""
+
+    def __init__(self, tasks: list[Task]):
+        self.tasks, self.observed = tasks, []
+
+    def next_tasks(self, count: int) -> list[Task]:
+        return self.tasks[:count]
+
+    def observe(self, groups: list[Group]) -> dict[str, float]:
+        self.observed.append([g.task.uid for g in groups])
+        return {}
+
+    def mix(self) -> dict[str, float]:
+        return {}
+
+    def estimated_pass_rate(self, task: Task) -> float:
+        return 0.5
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+def _task(uid: str, solution: str | None) -> Task:
+    return Task(f"prompt {uid}", "77", "file:x", 1, uid, meta={"columns": {"solution": solution} if solution else {}})
+
+
+def _group(task: Task, rewards: list[float]) -> Group:
+    return Group(task, [1], [Sample("x", [2], [0.0], True, reward=r) for r in rewards])
+
+
+def test_failed_groups_come_back_hinted_in_a_decaying_share_of_each_step():
+    tasks = [_task("a", SOLUTION), _task("b", SOLUTION), _task("c", None)]
+    base = Fixed(tasks)
+    hints = HintCurriculum(base, fraction=0.5, decay=0.5, queue=deque())
+    metrics = hints.observe([_group(tasks[0], [0.0, 0.0]), _group(tasks[1], [1.0, 0.0]), _group(tasks[2], [0.0])])
+    assert metrics["hint/made"] == 1 and metrics["hint/fraction"] == 0.5  # a solved, c has no reference
+    (queued,) = hints.queue
+    assert queued.uid == "a#hint" and queued.meta["hinted"] and not queued.response_prefix
+    assert queued.prompt == "prompt a\n\nHint: a solution starts like this:\n" + hint_of(SOLUTION, 0.5).rstrip()
+    served = hints.next_tasks(4)  # round(0.25 x 4) = 1 hinted task, the rest from the base
+    assert [t.uid for t in served] == ["a#hint", "a", "b", "c"]
+    metrics = hints.observe([_group(served[0], [1.0, 0.0]), _group(served[1], [0.0, 0.0])])
+    assert base.observed[-1] == ["a"]  # the base sees unhinted groups only
+    assert metrics["hint/reward_mean"] == 0.5 and metrics["hint/fraction"] == 0.25
+    restored = HintCurriculum(Fixed(tasks), fraction=0.5, queue=deque())
+    restored.load_state_dict(hints.state_dict())
+    assert restored.fraction == pytest.approx(0.125) and list(restored.queue) == list(hints.queue)
+
+
+def test_a_chat_prompt_gets_the_hint_in_its_last_user_message():
+    task = Task("system: Be brief.\nuser: What is 7 x 11?", "77", "file:x", 1, "q", messages=(
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 7 x 11?"}))
+    messages = hinted(task, "7 x 11 = 7 x 10 + 7").messages
+    assert messages[0] == task.messages[0]
+    assert messages[1]["content"] == "What is 7 x 11?\n\nHint: a solution starts like this:\n7 x 11 = 7 x 10 + 7"
+
+
+@pytest.mark.slow
+def test_a_run_retries_failed_tasks_from_their_solutions_start(tmp_path):
+    from autotelic.loading import load_config
+    from autotelic.trainer import train
+
+    rows = [{"prompt": f"What is {a} x {b} + 13? Reply with only the number.", "answer": str(a * b + 13),
+             "solution": f"{a} x {b} = {a * b}\n{a * b} + 13 = {a * b + 13}"} for a, b in ((17, 23), (19, 31))]
+    data = tmp_path / "sums.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train(load_config(None, [
+        f"curriculum.families=[file:{data}]", "curriculum.name=uniform", "curriculum.levels=[1]",
+        "eval.families=[add]", "eval.levels=[1]", "eval.per_level=1", "train.steps=2", "control.tasks_per_step=2",
+        "generate.group_size=2", "control.max_new_tokens=8", "curriculum.hints.fraction=1.0",
+        "curriculum.hints.decay=0.5", "filter.drop_zero_variance=false", "model.lora=true",
+        "logging.progress=false", f"logging.runs_dir={tmp_path}", "logging.run_name=hints"]))
+    steps = [json.loads(line) for line in (tmp_path / "hints" / "metrics.jsonl").read_text().splitlines()
+             if '"reward/mean"' in line]
+    assert [s["hint/fraction"] for s in steps] == [1.0, 0.5]
+    rollouts = [json.loads(line) for line in (tmp_path / "hints" / "rollouts.jsonl").read_text().splitlines()]
+    with_hints = [r for r in rollouts if "Hint:" in r["prompt"]]
+    assert steps[0]["hint/made"] >= 1 and with_hints and all(r["step"] == 2 for r in with_hints)
+    hints = {r["prompt"] + "\n\nHint: a solution starts like this:\n" + r["solution"].splitlines()[0] for r in rows}
+    assert all(r["prompt"] in hints for r in with_hints)  # the first line of the solution, after the question
+    assert "hint/reward_mean" in steps[1]
