@@ -77,7 +77,7 @@ def test_short_run_records_true_numbers_and_updates_weights(tmp_path, embedded_d
     assert changed and all("proj" in n for n in changed)  # LoRA touched the projections only
 
     report = (run_dir / "report.html").read_text()
-    assert report.count("data:image/png;base64,") == 4
+    assert report.count("data:image/png;base64,") == 5  # reward, accuracy, curriculum, stages, guardrails
     assert to_dict(load_config(run_dir / "config.yaml")) == to_dict(config)
 
 
