@@ -34,15 +34,7 @@ def dpo_loss(
     rejected_reward_B = beta * (policy_rejected_B - ref_rejected_B)
     margin_B = chosen_reward_B - rejected_reward_B
     losses_B = -(1 - label_smoothing) * F.logsigmoid(margin_B) - label_smoothing * F.logsigmoid(-margin_B)
-    loss = losses_B.sum() / (normalizer if normalizer is not None else len(losses_B))
-    with torch.no_grad():
-        stats = {
-            "reward_accuracy": float((chosen_reward_B > rejected_reward_B).float().mean()),
-            "reward_margin": float(margin_B.mean()),
-            "chosen_reward": float(chosen_reward_B.mean()),
-            "rejected_reward": float(rejected_reward_B.mean()),
-        }
-    return loss, stats
+    return _mean_loss(losses_B, normalizer), _stats(chosen_reward_B, rejected_reward_B)
 
 
 def simpo_loss(
@@ -55,17 +47,22 @@ def simpo_loss(
     """SimPO (Meng et al. 2024): reference-free, on MEAN token log-probs (length-normalised, so a longer answer is
     not preferred for its length); loss = -logsigmoid(beta * (chosen - rejected) - gamma), gamma a target margin."""
     chosen_reward_B, rejected_reward_B = beta * policy_chosen_B, beta * policy_rejected_B
-    margin_B = chosen_reward_B - rejected_reward_B
-    losses_B = -F.logsigmoid(margin_B - gamma)
-    loss = losses_B.sum() / (normalizer if normalizer is not None else len(losses_B))
-    with torch.no_grad():
-        stats = {
-            "reward_accuracy": float((chosen_reward_B > rejected_reward_B).float().mean()),
-            "reward_margin": float(margin_B.mean()),
-            "chosen_reward": float(chosen_reward_B.mean()),
-            "rejected_reward": float(rejected_reward_B.mean()),
-        }
-    return loss, stats
+    losses_B = -F.logsigmoid(chosen_reward_B - rejected_reward_B - gamma)
+    return _mean_loss(losses_B, normalizer), _stats(chosen_reward_B, rejected_reward_B)
+
+
+def _mean_loss(losses_B: torch.Tensor, normalizer: float | None) -> torch.Tensor:
+    """Summed and divided by ``normalizer`` (the whole batch's pair count, so micro-batches accumulate to the
+    full batch) or by B."""
+    return losses_B.sum() / (normalizer if normalizer is not None else len(losses_B))
+
+
+@torch.no_grad()
+def _stats(chosen_reward_B: torch.Tensor, rejected_reward_B: torch.Tensor) -> dict[str, float]:
+    """The implicit rewards' logged statistics."""
+    return {"reward_accuracy": float((chosen_reward_B > rejected_reward_B).float().mean()),
+            "reward_margin": float((chosen_reward_B - rejected_reward_B).mean()),
+            "chosen_reward": float(chosen_reward_B.mean()), "rejected_reward": float(rejected_reward_B.mean())}
 
 
 def best_worst_pair(rewards: Sequence[float], min_gap: float = 1e-8) -> tuple[int, int] | None:
