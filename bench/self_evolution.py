@@ -10,8 +10,9 @@ Arms (each recipe as shipped in recipes/, then its ablation):
 - comas: several agents discussing, graded by each other, vs a single agent playing every role; compared on
   the greedy discussion's final answer (eval_after_discussion.jsonl);
 - agent0: tasks proposed by the policy (curriculum agent) vs no creator: the executor trained by majority
-  vote on fixed family prompts, with as many tasks per step as gives it the samples the creator arm draws at
-  most (proposals plus answers_per_task answers to each);
+  vote on fixed family prompts, with as many tasks per step as gives it the samples per step the creator arm
+  actually drew (its runs go first; invalid or out-of-band proposals get no answers, so it draws well below its
+  cap, which sized the ablation before 2026-11-25 and gave it 2-4 times the samples);
 - spiral: self-play against the evolving policy itself vs a fixed opponent (the frozen base policy), the
   fixed-opponent arm with twice the games per task so that both train on the same samples per step. The
   recipe's own score (legal opening moves) saturates for both arms and cannot separate them; the comparison
@@ -59,18 +60,25 @@ ABLATION_GROUP = 8  # agent0's ablation: answers per fixed prompt
 
 
 def arms_of(recipe: str, budget: Budget) -> tuple[Arm, Arm]:
-    """The recipe and its ablation, the ablation sized to the recipe's samples per step."""
+    """The recipe and its ablation, the ablation sized to the recipe's samples per step (agent0's once its
+    creator arm ran: ``matched``)."""
     path = RECIPES / f"{recipe}.yaml"
     label = TEST_TIME if recipe == "ttrl" else ""
     shipped = Arm(recipe, (), path, label)
     config = arm_config(shipped, budget)
     sizing: tuple[str, ...] = ()
-    if recipe == "agent0":  # proposer prompts x proposals, each answered answers_per_task times, at most
-        drawn = config.control.tasks_per_step * config.generate.group_size * (1 + config.propose.answers_per_task)
-        sizing = (f"control.tasks_per_step={-(-drawn // ABLATION_GROUP)}",)
-    elif recipe == "spiral":  # a fixed opponent's seats are not trained: twice the games, the same samples
+    if recipe == "spiral":  # a fixed opponent's seats are not trained: twice the games, the same samples
         sizing = (f"generate.group_size={2 * config.generate.group_size}",)
     return shipped, Arm(f"{recipe}-ablation", (*ABLATIONS[recipe], *sizing), path, label)
+
+
+def matched(ablation: Arm, creator_runs: list[ArmRun]) -> Arm:
+    """agent0's ablation with the tasks per step that give it the samples per step the creator arm drew (mean over
+    its seeds), ``ABLATION_GROUP`` answers each."""
+    drawn = sum(run.row()["samples_per_step"] for run in creator_runs) / len(creator_runs)
+    tasks = max(1, round(drawn / ABLATION_GROUP))
+    return Arm(ablation.name, (*ablation.overrides, f"control.tasks_per_step={tasks}"), ablation.recipe,
+               ablation.label)
 
 
 def spiral_wins(run: ArmRun, budget: Budget) -> float:
@@ -112,7 +120,12 @@ def main() -> None:
     runs, comparisons, extra = [], [], {}
     for recipe in args.recipes:
         shipped, ablation = arms_of(recipe, budget)
-        these = run_arms([shipped, ablation], budget, runs_dir)
+        if recipe == "agent0":  # the creator arm first: its draws size the ablation
+            first = run_arms([shipped], budget, runs_dir)
+            ablation = matched(ablation, first)
+            these = first + run_arms([ablation], budget, runs_dir)
+        else:
+            these = run_arms([shipped, ablation], budget, runs_dir)
         if recipe == "spiral":
             extra |= {(run.arm.name, run.seed): {"win_rate_vs_base": spiral_wins(run, budget),
                                                  "note": "accuracy: legal opening moves, saturated, not compared"}
