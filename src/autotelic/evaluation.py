@@ -160,10 +160,9 @@ def evaluate_pass_at_k(worker: RolloutWorker, tasks: Sequence[Task], samples: in
                        ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """pass@k for each k of ``ks``, from ``samples`` sampled attempts per task by ``worker`` (answers, or whole
     episodes), each strict by ``score``; and a record per task (its attempts and successes)."""
-    records = []
-    for start in range(0, len(tasks), max(1, batch_size // samples)):
-        for group in worker.generate(list(tasks[start:start + max(1, batch_size // samples)]), samples,
-                                     max_new_tokens):
+    records, chunk = [], max(1, batch_size // samples)  # tasks per call: about batch_size attempts
+    for start in range(0, len(tasks), chunk):
+        for group in worker.generate(list(tasks[start:start + chunk]), samples, max_new_tokens):
             task = group.task
             records.append({"family": task.family, "level": task.level, "prompt": task.prompt,
                             "samples": len(group.samples),

@@ -126,8 +126,8 @@ class Guardrails:
 
     def _measure(self, groups: list[Group], metrics: dict[str, float]) -> dict[str, float]:
         found: dict[str, float] = {}
-        new = [(prompt, parent) for prompt, parent in created_prompts(groups) if normalised(prompt) not in
-               {normalised(p) for p in self.memory}]
+        seen = {normalised(p) for p in self.memory}
+        new = [(prompt, parent) for prompt, parent in created_prompts(groups) if normalised(prompt) not in seen]
         if new:
             similarity = [max((ngram_jaccard(prompt, other) for other in [*self.memory, *([parent] if parent else [])]),
                               default=0.0) for prompt, parent in new]

@@ -18,11 +18,16 @@ import torch
 AdvantageEstimator = Callable[[torch.Tensor, Sequence[int]], torch.Tensor]
 
 
-def _centred(rewards_B: torch.Tensor, group_sizes: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(reward - its group's mean, group id of every sample, size of every group)."""
+def _as_batch(rewards_B: torch.Tensor, group_sizes: Sequence[int]) -> torch.Tensor:
+    """The rewards as floats, once the group sizes are checked to tile the batch."""
     if any(n < 1 for n in group_sizes) or sum(group_sizes) != rewards_B.numel():
         raise ValueError(f"group_sizes {list(group_sizes)} must be positive and sum to the batch size {rewards_B.numel()}")
-    rewards_B = rewards_B if rewards_B.is_floating_point() else rewards_B.float()
+    return rewards_B if rewards_B.is_floating_point() else rewards_B.float()
+
+
+def _centred(rewards_B: torch.Tensor, group_sizes: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(reward - its group's mean, group id of every sample, size of every group)."""
+    rewards_B = _as_batch(rewards_B, group_sizes)
     sizes_G = torch.tensor(list(group_sizes), dtype=rewards_B.dtype, device=rewards_B.device)
     index_B = torch.repeat_interleave(torch.arange(len(sizes_G), device=rewards_B.device), sizes_G.long())
     mean_G = torch.zeros_like(sizes_G).index_add_(0, index_B, rewards_B) / sizes_G
@@ -51,8 +56,7 @@ def rloo_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int]) -> torc
 def reinforce_pp_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int], eps: float = 1e-8) -> torch.Tensor:
     """REINFORCE++ (Hu et al. 2025): the rewards whitened across the whole batch, no per-prompt baseline, so a
     group of one still carries signal (CoMAS's turns: the batch is one agent's, as in its official code)."""
-    _centred(rewards_B, group_sizes)  # checks the sizes tile the batch
-    rewards_B = rewards_B if rewards_B.is_floating_point() else rewards_B.float()
+    rewards_B = _as_batch(rewards_B, group_sizes)
     spread = rewards_B.std() if rewards_B.numel() > 1 else rewards_B.new_zeros(())
     return (rewards_B - rewards_B.mean()) / (spread + eps)
 
