@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from autotelic.algorithms import ADVANTAGE_ESTIMATORS, BATCH_BASELINED, AlgorithmSpec, get_algorithm
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError
-from autotelic.backends.hf import model_dir_problem, read_chat_template, resolve_device
+from autotelic.backends.hf import NAMED_MODELS, model_dir_problem, read_chat_template, resolve_device
 from autotelic.backends.vllm import require_vllm, vllm_problems
 from autotelic.config import ConfigError, RunConfig, missing_package
 from autotelic.curricula.evolve import OPERATIONS, unknown_operation
@@ -87,7 +87,7 @@ def model_problems(config: RunConfig) -> list[str]:
     """Local model directories the run will load (and a chat template file), checked before any of them loads."""
     paths = {"model.path": config.model.path}
     evolve = config.curriculum.evolve
-    if evolve.every and evolve.model not in ("policy", "base"):
+    if evolve.every and evolve.model not in NAMED_MODELS:
         paths["curriculum.evolve.model"] = evolve.model
     if config.value.enabled:
         paths["value.base_model"] = config.value.base_model
@@ -97,10 +97,10 @@ def model_problems(config: RunConfig) -> list[str]:
     if wins.enabled:
         paths.update({f"eval.win_rate.{role}": name for role, name in (("reference", wins.reference),
                                                                        ("judge", wins.judge))
-                      if name not in ("policy", "base")})
+                      if name not in NAMED_MODELS})
     for index, reward in enumerate(config.filter.rewards):
         model = reward.options.get("model", JUDGE_MODEL)
-        if reward.name in (*JUDGES, "reward_model") and model not in ("policy", "base"):
+        if reward.name in (*JUDGES, "reward_model") and model not in NAMED_MODELS:
             paths[f"filter.rewards[{index}].options.model"] = str(model)
     problems = [problem for key, path in paths.items() if path is not None and not path.startswith(RANDOM_PREFIX)
                 if (problem := model_dir_problem(key, path)) is not None]

@@ -349,6 +349,10 @@ def _state_mismatch(saved: dict[str, torch.Tensor], expected: dict[str, torch.Te
     return None
 
 
+NAMED_MODELS = ("policy", "base")
+"""The names ``role_backend`` takes besides a model directory (nothing to check on disk)."""
+
+
 def role_backend(name: str, policy: PolicyBackend, model: ModelConfig, seed: int,
                  shared: dict[str, PolicyBackend]) -> PolicyBackend:
     """The model that plays a role beside the policy (a judge, the prompt evolver, an operator role): ``policy``,
