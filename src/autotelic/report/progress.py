@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.progress import (
@@ -55,7 +56,7 @@ class ProgressDisplay:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def update(self, step: int, metrics: dict[str, float], notes: list[str] = ()) -> None:
+    def update(self, step: int, metrics: dict[str, float], notes: Sequence[str] = ()) -> None:
         """Shows the step's mean reward, tokens/s, curriculum mix and held-out accuracy (where it evaluated), then
         ``notes`` (e.g. guardrail alarms), a line each."""
         reward, accuracy = metrics["reward/mean"], metrics.get("eval/accuracy")

@@ -341,7 +341,7 @@ class DataFamily:
         from autotelic.tasks.code import extract_code
 
         if "io" in task.meta:
-            return io_harness(extract_code(completion), [tuple(case) for case in task.meta["io"]])
+            return io_harness(extract_code(completion), task.meta["io"])
         if "tests" not in task.meta:
             raise ValueError(f"this row of '{self.name}' has no tests (its tests column is empty)")
         return harness(extract_code(completion), task.meta["tests"])

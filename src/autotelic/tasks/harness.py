@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -157,7 +158,7 @@ def io_cases(cell: Any) -> tuple[tuple[str, str], ...] | None:
     return tuple(zip(inputs, outputs))
 
 
-def io_harness(program: str, cases: list[tuple[str, str]]) -> Harnessed:
+def io_harness(program: str, cases: Sequence[Sequence[str]]) -> Harnessed:
     """The harness for a standard-input ``program`` and its (input, expected output) ``cases``: one counted
     assertion per case, so the graded reward is the share of cases passed."""
     checks = "".join(f"assert _autotelic_io({program!r}, {given!r}) == {expected!r}.split()\n"
