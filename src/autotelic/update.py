@@ -36,10 +36,10 @@ from autotelic.types import Group, Sample
 
 
 def _pad(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
-    out = torch.zeros(len(rows), width, device=device)
+    out = torch.zeros(len(rows), width)  # filled on the CPU, then one copy: not a transfer per row on a GPU
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row, dtype=out.dtype)
-    return out
+    return out.to(device)
 
 
 def loss_settings(spec: AlgorithmSpec, algo: AlgorithmConfig) -> PolicyLossSettings:

@@ -60,7 +60,7 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
     logps: list[list[float]] = [[] for _ in range(total)]
     entropies: list[list[float]] = [[] for _ in range(total)]
     finished, looped = [False] * total, [False] * total
-    active = torch.arange(total)  # decoding-batch row -> sample index
+    active = torch.arange(total)  # decoding-batch row -> sample index, on the CPU (read every step)
     stops = torch.tensor(sorted(stop_token_ids), dtype=torch.long, device=device)
     for step in range(max_new_tokens):
         if not bool(torch.isfinite(logits).all()):
@@ -86,7 +86,7 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
         if bool(done.any()):  # drop finished rows so later steps cost only what is still running
             keep = (~done).nonzero().squeeze(1)
             cache.batch_select_indices(keep)
-            mask, next_position, token, active = mask[keep], next_position[keep], token[keep], active[keep]
+            mask, next_position, token, active = mask[keep], next_position[keep], token[keep], active[keep.cpu()]
         mask = torch.cat([mask, mask.new_ones(len(active), 1)], dim=1)
         out = lm(input_ids=token[:, None], attention_mask=mask, position_ids=next_position[:, None],
                  past_key_values=cache, use_cache=True)

