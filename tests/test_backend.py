@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from autotelic.backends.forward import completion_logprobs
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import ModelConfig
 
@@ -35,6 +36,27 @@ def test_prefix_shared_logprobs_match_generation_and_a_plain_forward(policy):
             full = policy.causal_lm(input_ids=torch.tensor([prompt + completion.token_ids])).logits[0].log_softmax(-1)
         plain = full[len(prompt) - 1:-1].gather(1, torch.tensor(completion.token_ids)[:, None]).squeeze(1)
         assert torch.allclose(logprobs[row, :length], plain, atol=1e-3)
+
+
+def test_chunked_logprobs_equal_the_whole_batchs_values_and_gradients(embedded_dir):
+    """Past LOGIT_CHUNK_TOKENS completion tokens the log-probs are computed a chunk at a time and their logits
+    recomputed in backward (what frees GPU memory for large micro-batches): the same numbers and gradients."""
+    model = HFPolicy(ModelConfig(path=str(embedded_dir), lora=False), seed=0)
+    prompts = [model.encode_prompt(q) for q in QUESTIONS]
+    completions = [c.token_ids for c in _flatten(model.generate(prompts, 3, 10, temperature=1.0))]
+    results = []
+    for chunk in (10_000, 7):  # one piece; pieces of 7 tokens that cut through completions
+        model.zero_grad()
+        logprobs, mask = completion_logprobs(model.causal_lm, prompts, completions, [3, 3], 0.7, model.pad_id,
+                                             model.device, chunk_tokens=chunk)
+        (logprobs * mask).sum().backward()
+        results.append((logprobs.detach(), [p.grad.clone() for p in model.trainable]))
+    assert int(mask.sum()) > 7 * 3  # several chunks ran
+    (whole, whole_grads), (chunked, chunked_grads) = results
+    assert torch.allclose(whole, chunked, atol=1e-5)
+    # the same sums in another order (the tied head's gradient gathers chunk by chunk): equal to float rounding
+    assert all(float((a - b).abs().max()) <= 1e-4 * float(a.abs().max()) for a, b in zip(whole_grads, chunked_grads))
+    assert any(float(g.abs().sum()) > 0 for g in chunked_grads)
 
 
 def test_greedy_is_deterministic_and_sampling_is_seeded(policy):
