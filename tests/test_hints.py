@@ -62,10 +62,10 @@ def test_failed_groups_come_back_hinted_in_a_decaying_share_of_each_step():
     metrics = hints.observe([_group(tasks[0], [0.0, 0.0]), _group(tasks[1], [1.0, 0.0]), _group(tasks[2], [0.0])])
     assert metrics["hint/made"] == 1 and metrics["hint/fraction"] == 0.5  # a solved, c has no reference
     (queued,) = hints.queue
-    assert queued.uid == "a#hint" and queued.meta["hinted"] and not queued.response_prefix
+    assert queued.uid == "a#hinted" and queued.meta["hinted"] and not queued.response_prefix
     assert queued.prompt == "prompt a\n\nHint: a solution starts like this:\n" + hint_of(SOLUTION, 0.5).rstrip()
     served = hints.next_tasks(4)  # round(0.25 x 4) = 1 hinted task, the rest from the base
-    assert [t.uid for t in served] == ["a#hint", "a", "b", "c"]
+    assert [t.uid for t in served] == ["a#hinted", "a", "b", "c"]
     metrics = hints.observe([_group(served[0], [1.0, 0.0]), _group(served[1], [0.0, 0.0])])
     assert base.observed[-1] == ["a"]  # the base sees unhinted groups only
     assert metrics["hint/reward_mean"] == 0.5 and metrics["hint/fraction"] == 0.25

@@ -19,6 +19,7 @@ from autotelic.curricula import BanditCurriculum, Curriculum, PrefixCurriculum, 
 from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver
 from autotelic.curricula.failures import FailureCurriculum
 from autotelic.curricula.hints import HintCurriculum
+from autotelic.curricula.memory import MemoryCurriculum
 from autotelic.heldout import DRAWS_PER_SLOT, HeldOut, build_heldout
 from autotelic.modes import Built, get_mode
 from autotelic.modes.environments import run_env_factory
@@ -80,6 +81,10 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
         hints = cur.hints
         curriculum = HintCurriculum(curriculum, hints.column, hints.fraction, hints.share, hints.decay,
                                     hints.max_reward)
+    if cur.memory.fraction > 0:
+        memory = cur.memory
+        curriculum = MemoryCurriculum(curriculum, memory.fraction, memory.examples, memory.min_reward,
+                                      memory.capacity, memory.max_chars, seed=seed)
     if cur.failure_fraction > 0:
         curriculum = FailureCurriculum(curriculum, heldout, cur.failure_fraction)
     return curriculum

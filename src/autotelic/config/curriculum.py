@@ -1,5 +1,5 @@
 """Which tasks a run trains on: the curriculum section, with eva's prompt evolution, ReST-GRPO's partial-solution
-prompts and guided hints under it, and the columns of a user's data. Each validates itself in ``problems``."""
+prompts, guided hints and memory replay under it, and the columns of a user's data. Each validates itself in ``problems``."""
 
 from __future__ import annotations
 
@@ -99,6 +99,28 @@ class HintConfig:
 
 
 @dataclass
+class MemoryConfig:
+    """Memory replay (``curricula/memory.py``): problems the policy solved, with its own best answer, are written
+    before the questions of later, similar problems as worked examples."""
+
+    fraction: float = 0.0
+    """Share of each step's tasks served with examples from the memory (0 disables)."""
+    examples: int = 2
+    """Solved problems shown per served task: the most similar questions (cosine of word counts)."""
+    min_reward: float = 1.0
+    """A group whose best reward reaches this puts its question and best answer in the memory."""
+    capacity: int = 256
+    """Problems remembered; the oldest go first."""
+    max_chars: int = 400
+    """Characters of a remembered answer at most."""
+
+    def problems(self, key: str) -> list[str]:
+        return [*fraction(f"{key}.fraction", self.fraction), *count(f"{key}.examples", self.examples),
+                *finite(f"{key}.min_reward", self.min_reward), *count(f"{key}.capacity", self.capacity),
+                *count(f"{key}.max_chars", self.max_chars)]
+
+
+@dataclass
 class CurriculumConfig:
     name: Literal["learnability", "sec", "uniform", "regret", "test_time"] = "learnability"
     """learnability (bandit over family x level, value p(1-p)), sec (bandit, value = mean |advantage|,
@@ -132,6 +154,8 @@ class CurriculumConfig:
     """ReST-GRPO's partial-solution prompts (off unless prefixes.fraction > 0)."""
     hints: HintConfig = field(default_factory=HintConfig)
     """Guided rollouts from reference solutions (off unless hints.fraction > 0)."""
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    """Memory replay of solved problems as worked examples (off unless memory.fraction > 0)."""
     failure_fraction: float = 0.0
     """WebRL-style: share of each step's tasks made from failed ones, cut at the first progress milestone
     no sample reached (web tasks; 0 disables)."""
@@ -145,4 +169,5 @@ class CurriculumConfig:
                 *fraction(f"{key}.decay", self.decay, open_high=True), *count(f"{key}.pool_size", self.pool_size),
                 *band(f"{key}.gate", self.gate), *self.evolve.problems(f"{key}.evolve"),
                 *self.prefixes.problems(f"{key}.prefixes"), *self.hints.problems(f"{key}.hints"),
+                *self.memory.problems(f"{key}.memory"),
                 *fraction(f"{key}.failure_fraction", self.failure_fraction)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from typing import Any, Protocol
 
 from autotelic.types import Group, Task
@@ -20,6 +21,20 @@ class Curriculum(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def annotated(task: Task, note: str, *, before: bool, mark: str) -> Task:
+    """``task`` with ``note`` written before or after its question (in its last user message, for chat prompts),
+    a uid of its own and ``meta[mark]`` set, so that wrappers tell the tasks they derived from plain ones."""
+    def add(text: str) -> str:
+        return note + text if before else text + note
+
+    messages = task.messages
+    if messages:
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        messages = tuple({**m, "content": add(m["content"])} if i == last else m for i, m in enumerate(messages))
+    return replace(task, prompt=add(task.prompt), messages=messages, uid=f"{task.uid}#{mark}",
+                   meta={**task.meta, mark: True})
 
 
 class DerivedTaskQueue:

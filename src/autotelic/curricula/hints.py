@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from autotelic.curricula.base import Curriculum, DerivedTaskQueue
+from autotelic.curricula.base import Curriculum, DerivedTaskQueue, annotated
 from autotelic.types import Group, Task
 
 
@@ -34,13 +34,7 @@ def hint_of(reference: str, share: float) -> str:
 
 def hinted(task: Task, hint: str) -> Task:
     """``task`` with ``hint`` after its question (in its last user message, for chat prompts)."""
-    note = f"\n\nHint: a solution starts like this:\n{hint.rstrip()}"
-    messages = task.messages
-    if messages:
-        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
-        messages = tuple({**m, "content": m["content"] + note} if i == last else m for i, m in enumerate(messages))
-    return replace(task, prompt=task.prompt + note, messages=messages, uid=f"{task.uid}#hint",
-                   meta={**task.meta, "hinted": True})
+    return annotated(task, f"\n\nHint: a solution starts like this:\n{hint.rstrip()}", before=False, mark="hinted")
 
 
 def reference_of(task: Task, column: str) -> str | None:

@@ -9,7 +9,7 @@ from typing import get_args
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.config import ProposeKind, RunConfig
 from autotelic.modes.environments import env_factory
-from autotelic.modes.registry import Built, Mode, refuse_remote, register_mode
+from autotelic.modes.registry import Built, Mode, refuse_question_notes, refuse_remote, register_mode
 from autotelic.rollout.filter import GroupFilter
 from autotelic.rollout.propose import ProposerReward, ProposeSampler, filters, learnability, uncertainty
 
@@ -26,7 +26,7 @@ def proposals(built: Built) -> ProposeSampler:
 
 def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     """Settings its one proposer-executor round per step cannot honour."""
-    cfg, problems = config.propose, refuse_remote(config)
+    cfg, problems = config.propose, refuse_remote(config) + refuse_question_notes(config)
     if [r.name for r in config.filter.rewards] != ["env"]:
         problems.append("generate.mode=propose pays both roles itself (in the env return): use "
                         "filter.rewards=[{name: env}]")

@@ -97,6 +97,15 @@ def refuse_remote(config: RunConfig) -> list[str]:
             f"{config.generate.mode} (its generator keeps state or several models on the driver)"]
 
 
+def refuse_question_notes(config: RunConfig) -> list[str]:
+    """For modes whose tasks are not questions the policy answers (games, proposals): nowhere to write a hint or
+    a remembered example."""
+    written = [key for key, share in (("curriculum.hints.fraction", config.curriculum.hints.fraction),
+                                      ("curriculum.memory.fraction", config.curriculum.memory.fraction)) if share]
+    return [f"{key} writes into the questions that generate.mode sample, tree, partial, episode or discussion "
+            f"answers, not {config.generate.mode}: set it to 0" for key in written]
+
+
 def needs_env(config: RunConfig, example: str) -> list[str]:
     if config.generate.env is not None:
         return []

@@ -7,7 +7,7 @@ from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import RunConfig
 from autotelic.envs import make_game_factory
-from autotelic.modes.registry import Built, Mode, needs_env, refuse_early_exit, register_mode
+from autotelic.modes.registry import Built, Mode, needs_env, refuse_early_exit, refuse_question_notes, register_mode
 from autotelic.rollout.selfplay import SelfPlaySampler
 
 
@@ -21,7 +21,7 @@ def games(built: Built) -> SelfPlaySampler:
 
 
 def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
-    return refuse_early_exit(config) + needs_env(config, "textarena")
+    return refuse_early_exit(config) + needs_env(config, "textarena") + refuse_question_notes(config)
 
 
 register_mode(Mode("selfplay", games, problems, games=True))
