@@ -9,6 +9,7 @@ import re
 import pytest
 import torch
 
+from autotelic.algorithms.advantages import tree_advantages
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import ModelConfig
 from autotelic.envs import make_env_factory, make_game_factory
@@ -59,6 +60,29 @@ def test_tree_rollouts_branch_from_a_shared_prefix(policy):
             assert branch.parent < 2 and 1 <= branch.branch_at < len(root.token_ids)
             assert branch.token_ids[:branch.branch_at] == root.token_ids[:branch.branch_at]
             assert len(branch.token_ids) <= 16
+    _assert_recorded_logprobs_match(policy, groups, 1.0)
+
+
+def test_tree_rollouts_branch_again_inside_their_own_tokens(policy):
+    sampler = TreeSampler(policy, temperature=1.0, branches=2, branch_samples=2, depth=2)
+    groups = sampler.generate(_tasks(2), 3, 16)
+    grandchildren = 0
+    for group in groups:
+        samples = group.samples
+        for i, sample in enumerate(samples):
+            if sample.parent is None:
+                continue
+            parent = samples[sample.parent]
+            own_start = 0 if parent.parent is None else parent.branch_at
+            assert sample.parent < i and own_start < sample.branch_at < len(parent.token_ids)
+            assert sample.token_ids[:sample.branch_at] == parent.token_ids[:sample.branch_at]
+            grandchildren += parent.parent is not None
+        assert len({s.branch_at for s in samples if s.parent == 0}) <= 1  # one branch point per sample
+        advantages, masks = tree_advantages([float(i % 2) for i in range(len(samples))],
+                                            [s.parent for s in samples], [s.branch_at for s in samples],
+                                            [len(s.token_ids) for s in samples])
+        assert [len(a) for a in advantages] == [len(s.token_ids) for s in samples]
+    assert grandchildren > 0  # the second level ran
     _assert_recorded_logprobs_match(policy, groups, 1.0)
 
 

@@ -111,6 +111,21 @@ def test_tree_advantages_by_hand():
     assert masks == [[1, 1, 1, 1], [1, 1, 1], [0, 0, 1], [0, 0, 1, 1]]
 
 
+def test_tree_advantages_two_levels_deep_by_hand():
+    # root 0 (r=1, 4 tokens) branched at 2 into sample 1 (r=0, 4 tokens), itself branched at 3 into sample 2
+    # (r=1, 5 tokens); root 3 (r=0, 3 tokens) unbranched
+    advantages, masks = tree_advantages([1.0, 0.0, 1.0, 0.0], [None, 0, 1, None], [0, 2, 3, 0], [4, 4, 5, 3],
+                                        scale=False)
+    # V2 = 1, V1 = mean(0, 1) = 1/2, V0 = mean(1, 0, 1) = 2/3, V3 = 0, b = (2/3 + 0) / 2 = 1/3
+    # sample 0: before its children's point V0 - b = 1/3, after it 1 - V0 = 1/3
+    # sample 1: its own tokens 2..3 V1 - V0 = -1/6, after its child's point 0 - V1 = -1/2
+    # sample 2: its own tokens V2 - V1 = 1/2; sample 3: V3 - b = -1/3
+    expected = [[1 / 3] * 4, [0.0, 0.0, -1 / 6, -1 / 2], [0.0, 0.0, 0.0, 1 / 2, 1 / 2], [-1 / 3] * 3]
+    for got, want in zip(advantages, expected, strict=True):
+        assert got == pytest.approx(want)
+    assert masks == [[1, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1, 1], [1, 1, 1]]
+
+
 def test_tree_advantages_scaled_by_group_std():
     # rewards (1, 0, 0, 0): mean 1/4, unbiased var (9/16 + 3/16) / 3 = 1/4, std 1/2 -> doubled
     advantages, _ = tree_advantages(**TREE, eps=0.0)
@@ -128,9 +143,11 @@ def test_tree_advantages_equal_rewards_give_zero():
 
 
 def test_tree_advantages_errors():
-    with pytest.raises(ValueError, match="sample 2: parent 1 is not a root"):
-        tree_advantages([1.0, 0.0, 0.0], [None, 0, 1], [0, 1, 1], [3, 3, 3])
-    with pytest.raises(ValueError, match="sample 2 branches from root 0 at token 2, its siblings at 1"):
+    with pytest.raises(ValueError, match="sample 1: parent 2 is not an earlier sample"):
+        tree_advantages([1.0, 0.0, 0.0], [None, 2, 0], [0, 1, 1], [3, 3, 3])
+    with pytest.raises(ValueError, match="sample 2: branch_at 1 lies outside its own or its parent's own tokens"):
+        tree_advantages([1.0, 0.0, 0.0], [None, 0, 1], [0, 2, 1], [3, 3, 3])  # before sample 1's own tokens
+    with pytest.raises(ValueError, match="sample 2 branches from sample 0 at token 2, its siblings at 1"):
         tree_advantages([1.0, 0.0, 0.0], [None, 0, 0], [0, 1, 2], [3, 3, 3])
     with pytest.raises(ValueError, match="sample 1: branch_at 4"):
         tree_advantages([1.0, 0.0], [None, 0], [0, 4], [3, 5])

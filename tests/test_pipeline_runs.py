@@ -72,10 +72,11 @@ def test_dapo_with_dynamic_sampling_sec_curriculum_overlong_shaping_and_adaptive
 
 def test_gspo_on_tree_rollouts_trains_shared_prefixes_once(tmp_path):
     _, steps, rollouts = _run(tmp_path, "gspo-tree", [
-        "algorithm.name=gspo", "generate.mode=tree", "tree.branches=2", "tree.branch_samples=2",
+        "algorithm.name=gspo", "generate.mode=tree", "tree.branches=2", "tree.branch_samples=2", "tree.depth=2",
         "generate.temperature=1.0", "filter.drop_zero_variance=false"])
     branches = [r for r in rollouts if "parent" in r]
     assert branches and all(r["branch_at"] >= 1 for r in branches)
+    assert any(r["branch_at"] > 1 and r["parent"] >= 4 for r in branches)  # two levels: branches of branches
     for row in steps:
         assert row["control/mean_group_size"] > 4  # roots plus branches
         assert row["train/trained_tokens"] < row["control/completion_tokens"]  # branch prefixes masked

@@ -116,46 +116,53 @@ def tree_advantages(
     eps: float = 1e-4,
 ) -> tuple[list[list[float]], list[list[int]]]:
     """Per-token advantages and loss masks for ONE group of tree rollouts (segment-level credit in
-    the spirit of TreeRL, Hou et al. 2025, and TreePO, Li et al. 2025).
+    the spirit of TreeRL, Hou et al. 2025, and TreePO, Li et al. 2025), at any depth.
 
-    Roots (parent None) are the ordinary samples of the group. Branch i continues root
-    ``parents[i]`` differently after their first ``branch_at[i]`` shared tokens; all branches of one
-    root share that point k_j. With S_j = root j and its branches, V_j = mean reward over S_j and
-    b = mean over roots of V_j:
-    - root j's tokens before k_j get V_j - b (the prefix is judged by all continuations of it);
-    - every token of S_j from k_j on gets (own reward - V_j) (siblings are each other's baseline);
-    - a branch's first k_j tokens get mask 0 and advantage 0: the shared prefix is trained once,
-      through its root. A root without branches gets r_j - b on every token.
+    Roots (parent None) are the ordinary samples of the group. A branch i continues sample ``parents[i]`` (a root
+    or an earlier branch) differently after their first ``branch_at[i]`` shared tokens, inside the parent's own
+    tokens; all children of one sample branch at the same point k. With T(i) = sample i and every sample
+    branched from it, directly or not, V(i) = mean reward over T(i) and b = mean over roots of V(root):
+    - sample i's own tokens before its children's point k get V(i) - (V(parent) for a branch, b for a root): the
+      segment is judged by every continuation of it, against the alternatives at the point it started;
+    - its tokens from k on get (own reward - V(i)): its tail is one alternative at k, against their mean;
+    - a branch's first ``branch_at`` tokens get mask 0 and advantage 0: shared tokens are trained once, through
+      the sample that drew them. A sample without children gets its segment's value on every own token.
+    One level deep this is: a root's prefix V_j - b, its tail r_j - V_j, each branch r - V_j.
     With ``scale`` everything is divided by (std of the group's rewards + eps). The masks cover the
     tree only; multiply them with each sample's own loss mask (observation tokens).
     """
     n = len(rewards)
     if not len(parents) == len(branch_at) == len(lengths) == n:
         raise ValueError("rewards, parents, branch_at and lengths must have one entry per sample")
-    branch_point: dict[int, int] = {}
-    subtree = {j: [j] for j, p in enumerate(parents) if p is None}
+    start = [0 if p is None else branch_at[i] for i, p in enumerate(parents)]  # where a sample's own tokens begin
+    children_at: dict[int, int] = {}
     for i, p in enumerate(parents):
         if p is None:
             continue
-        if p not in subtree:
-            raise ValueError(f"sample {i}: parent {p} is not a root of the group (trees are one level deep)")
-        if branch_point.setdefault(p, branch_at[i]) != branch_at[i]:
-            raise ValueError(f"sample {i} branches from root {p} at token {branch_at[i]}, its siblings at {branch_point[p]}")
-        if not 0 <= branch_at[i] <= min(lengths[i], lengths[p]):
-            raise ValueError(f"sample {i}: branch_at {branch_at[i]} lies outside its own or its root's tokens")
-        subtree[p].append(i)
-    value = {j: statistics.mean(rewards[k] for k in members) for j, members in subtree.items()}
-    baseline = statistics.mean(value.values())
+        if not 0 <= p < i:
+            raise ValueError(f"sample {i}: parent {p} is not an earlier sample of the group")
+        if children_at.setdefault(p, branch_at[i]) != branch_at[i]:
+            raise ValueError(f"sample {i} branches from sample {p} at token {branch_at[i]}, its siblings at "
+                             f"{children_at[p]}")
+        if not start[p] <= branch_at[i] <= min(lengths[i], lengths[p]):
+            raise ValueError(f"sample {i}: branch_at {branch_at[i]} lies outside its own or its parent's own tokens")
+    totals, counts = list(rewards), [1] * n
+    for i in reversed(range(n)):  # children come after their parents: sums flow up the tree
+        p = parents[i]
+        if p is not None:
+            totals[p] += totals[i]
+            counts[p] += counts[i]
+    value = [total / count for total, count in zip(totals, counts)]
+    baseline = statistics.mean(value[i] for i, p in enumerate(parents) if p is None)
     factor = 1.0 / (statistics.stdev(rewards) + eps) if scale and n > 1 else 1.0
     advantages, masks = [], []
     for i, p in enumerate(parents):
-        root = i if p is None else p
-        shared = branch_point.get(root, lengths[i])  # a lone root is all prefix
-        prefix_advantage, prefix_mask = (value[i] - baseline, 1) if p is None else (0.0, 0)
-        suffix_advantage = rewards[i] - value[root]
-        rest = lengths[i] - shared
-        advantages.append([prefix_advantage * factor] * shared + [suffix_advantage * factor] * rest)
-        masks.append([prefix_mask] * shared + [1] * rest)
+        split = children_at.get(i, lengths[i])
+        head = value[i] - (baseline if p is None else value[p])
+        tail = rewards[i] - value[i]
+        advantages.append([0.0] * start[i] + [head * factor] * (split - start[i])
+                          + [tail * factor] * (lengths[i] - split))
+        masks.append([0] * start[i] + [1] * (lengths[i] - start[i]))
     return advantages, masks
 
 

@@ -21,9 +21,13 @@ class TreeConfig:
     """Samples of each group that are branched (at their highest-entropy token)."""
     branch_samples: int = 2
     """New continuations drawn from each branch point."""
+    depth: int = 1
+    """Levels of branch points: with 2 or more, the first ``branches`` new continuations of each group branch
+    again inside their own tokens, and so on (each level adds up to branches x branch_samples samples a group)."""
 
     def problems(self, key: str) -> list[str]:
-        return [*count(f"{key}.branches", self.branches), *count(f"{key}.branch_samples", self.branch_samples)]
+        return [*count(f"{key}.branches", self.branches), *count(f"{key}.branch_samples", self.branch_samples),
+                *count(f"{key}.depth", self.depth)]
 
 
 @dataclass

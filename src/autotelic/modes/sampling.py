@@ -17,7 +17,7 @@ def samples(built: Built) -> PolicySampler:
 
 def trees(built: Built) -> TreeSampler:
     gen, tree = built.config.generate, built.config.tree
-    return TreeSampler(built.policy, gen.temperature, gen.top_p, tree.branches, tree.branch_samples)
+    return TreeSampler(built.policy, gen.temperature, gen.top_p, tree.branches, tree.branch_samples, tree.depth)
 
 
 def tree_problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:

@@ -2,8 +2,8 @@
 
 Four generators share one call, ``generate(tasks, sizes, max_new_tokens) -> groups``:
 - ``PolicySampler``: n independent samples per task, decoded in one batch (prompts share their KV cache);
-- ``TreeSampler``: the samples, then new continuations branched from their highest-entropy token, so
-  the loss can credit the shared prefix and each branch separately (``Sample.parent``/``branch_at``);
+- ``TreeSampler``: the samples, then new continuations branched from their highest-entropy token (and those
+  again, ``depth`` levels), so the loss can credit each segment separately (``Sample.parent``/``branch_at``);
 - ``PartialRolloutSampler``: every sample advances by at most ``segment_tokens`` per step; unfinished
   groups wait and continue next step under the newer policy (log-probs and versions recorded);
 - ``EpisodeSampler``: multi-turn episodes against an environment; observation tokens are masked out.
@@ -83,39 +83,47 @@ def branch_point(entropies: list[float]) -> int | None:
 @dataclass
 class TreeSampler:
     """Roots as PolicySampler draws them, then ``branch_samples`` continuations from the highest-entropy
-    token of each of the first ``branches`` roots of every group (TreeRL / TreePO style segment rollouts)."""
+    token of each of the first ``branches`` roots of every group (TreeRL / TreePO style segment rollouts);
+    with ``depth`` > 1 the first ``branches`` new continuations of each group branch again, each inside its own
+    tokens, for ``depth`` levels of branch points in all."""
 
     policy: PolicyBackend
     temperature: float = 1.0
     top_p: float = 1.0
     branches: int = 2
     branch_samples: int = 2
+    depth: int = 1
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         roots = PolicySampler(self.policy, self.temperature, self.top_p)
         groups, outputs = roots.generate_with_completions(tasks, sizes, max_new_tokens)
-        branch_prompts, origins = [], []  # origins: (group index, root index, branch point)
-        for g, group in enumerate(groups):
-            for r, sample in enumerate(group.samples[:self.branches]):
-                at = branch_point(outputs[g][r].entropies)
-                if at is not None:
-                    branch_prompts.append(group.prompt_ids + sample.token_ids[:at])
-                    origins.append((g, r, at))
-        if not branch_prompts:
-            return groups
-        budgets = {max_new_tokens - at for _, _, at in origins}
-        for budget in sorted(budgets):  # one batched call per remaining-length budget
-            chosen = [i for i, (_, _, at) in enumerate(origins) if max_new_tokens - at == budget]
-            outputs = self.policy.generate([branch_prompts[i] for i in chosen], self.branch_samples, budget,
-                                           self.temperature, self.top_p)
-            for i, completions in zip(chosen, outputs):
-                g, r, at = origins[i]
-                root = groups[g].samples[r]
-                for completion in completions:
-                    branch = _sample(self.policy, completion, prefix=root, at=at)
-                    branch.parent, branch.branch_at = r, at
-                    groups[g].samples.append(branch)
+        # (group, sample, entropies of the sample's own tokens, where they start)
+        frontier = [(g, r, outputs[g][r].entropies, 0) for g, group in enumerate(groups)
+                    for r in range(min(self.branches, len(group.samples)))]
+        for _ in range(self.depth):
+            frontier = self._branch(groups, frontier, max_new_tokens)
         return groups
+
+    def _branch(self, groups: list[Group], frontier: list[tuple[int, int, list[float], int]],
+                max_new_tokens: int) -> list[tuple[int, int, list[float], int]]:
+        """Branch every frontier sample at its highest-entropy own token; the next level's frontier."""
+        origins = []  # (group, parent sample, branch point in the parent's tokens)
+        for g, i, entropies, offset in frontier:
+            at = branch_point(entropies)
+            if at is not None:
+                origins.append((g, i, offset + at))
+        new: dict[int, list[tuple[int, int, list[float], int]]] = {}
+        for budget in sorted({max_new_tokens - at for _, _, at in origins}):  # one batched call per budget
+            chosen = [origin for origin in origins if max_new_tokens - origin[2] == budget]
+            prompts = [groups[g].prompt_ids + groups[g].samples[i].token_ids[:at] for g, i, at in chosen]
+            outputs = self.policy.generate(prompts, self.branch_samples, budget, self.temperature, self.top_p)
+            for (g, i, at), completions in zip(chosen, outputs):
+                for completion in completions:
+                    branch = _sample(self.policy, completion, prefix=groups[g].samples[i], at=at)
+                    branch.parent, branch.branch_at = i, at
+                    groups[g].samples.append(branch)
+                    new.setdefault(g, []).append((g, len(groups[g].samples) - 1, completion.entropies, at))
+        return [entry for entries in new.values() for entry in entries[:self.branches]]
 
 
 @dataclass
