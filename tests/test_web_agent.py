@@ -27,33 +27,42 @@ SKYRAIL = Task("How many cabins does the Skyrail have?", "24", "web_wiki", 2, "s
                response_prefix="Action:")
 
 
-def test_operator_agent_routes_each_role(server):
-    """Planner once; grounder every turn (its replies continue the task's "Action:" prefix); reflector only
-    after a step that failed or changed nothing; summarizer whenever more than keep_recent steps have piled up
-    (it folds the oldest into its summary)."""
-    roles = {"planner": ScriptedBackend(["1. Open the Skyrail article. 2. Answer."]),
+def test_operator_agent_runs_reflector_planner_grounder_every_step_and_summarizes_at_the_end(server):
+    """OpAgent's order: from the second step on the reflector judges the last step, the planner rewrites the plan
+    from what happened (its reflection and previous plan included), the grounder acts (its replies continue the
+    task's "Action:" prefix) seeing the last keep_recent steps; once the episode ends the summarizer sums it up."""
+    plans = ["1. Open the Skyrail article. 2. Answer.", "1. Act.", "1. Go back.", "1. Open Skyrail.", "1. Answer."]
+    roles = {"planner": ScriptedBackend(plans),
              "grounder": ScriptedBackend(["I think", ' click("Brisa")', " back()", ' click("Skyrail")',
                                           ' answer("24")']),
-             "reflector": ScriptedBackend(["Reply with an action such as click(3)."]),
-             "summarizer": ScriptedBackend(["Opened Brisa by mistake.", "Opened Brisa by mistake and went back."])}
+             "reflector": ScriptedBackend(["Reply with an action such as click(3).", "Wrong article.", "Back home.",
+                                           "Now answer."]),
+             "summarizer": ScriptedBackend(["Found the Skyrail's 24 cabins."])}
     agent = OperatorAgent(roles, lambda: WebEnv("html", server), max_turns=6, keep_recent=2)
     (group,) = agent.generate([SKYRAIL], 1, 256)
     sample = group.samples[0]
     assert [s["valid"] for s in sample.info["steps"]] == [False, True, True, True, True]
     assert sample.info["steps"][-1]["success"] and sample.info["turns"] == 5
-    assert sample.info["roles"] == {"plan": "1. Open the Skyrail article. 2. Answer.",
-                                    "reflections": ["Reply with an action such as click(3)."],
-                                    "summaries": ["Opened Brisa by mistake.", "Opened Brisa by mistake and went back."]}
-    planner_prompt, = roles["planner"].messages
-    assert SKYRAIL.prompt in planner_prompt and '[7] link "Lake Varden"' in planner_prompt
+    assert sample.info["roles"] == {"plans": plans, "reflections": roles["reflector"].replies,
+                                    "summary": "Found the Skyrail's 24 cabins."}
+    planner = roles["planner"].messages
+    assert SKYRAIL.prompt in planner[0] and '[7] link "Lake Varden"' in planner[0]
+    assert "Done so far: nothing yet" in planner[0] and "Reflection" not in planner[0]
+    assert "Done so far: I think -> failed:" in planner[1]
+    assert "Reflection on the last step: Reply with an action such as click(3)." in planner[1]
+    assert "Previous plan:\n1. Open the Skyrail article. 2. Answer." in planner[1]
+    assert "Reflection on the last step: Wrong article." in planner[2] and "Previous plan:\n1. Act." in planner[2]
+    reflector = roles["reflector"].messages
+    assert len(reflector) == 4 and "The web agent did: I think -> failed:" in reflector[0]
+    assert 'The web agent did: click("Brisa") -> now at /wiki/brisa' in reflector[1] and "URL: /wiki/brisa" in reflector[1]
     grounder = roles["grounder"].messages
-    assert "Plan:\n1. Open the Skyrail article." in grounder[0] and "Note:" not in grounder[0]
-    assert "Note: Reply with an action such as click(3)." in grounder[1]
-    assert "Earlier: Opened Brisa by mistake." in grounder[3]
+    assert "Plan:\n1. Open the Skyrail article." in grounder[0] and "Last actions" not in grounder[0]
+    assert "Plan:\n1. Open Skyrail." in grounder[3]
     assert 'Last actions: click("Brisa") -> now at /wiki/brisa; back() -> now at /wiki/' in grounder[3]
-    assert "Earlier: Opened Brisa by mistake and went back." in grounder[4]
     assert 'Last actions: back() -> now at /wiki/; click("Skyrail") -> now at /wiki/skyrail' in grounder[4]
     assert "URL: /wiki/skyrail" in grounder[4]  # the grounder always reads the current page
+    (summarizer,) = roles["summarizer"].messages
+    assert 'click("Skyrail") -> now at /wiki/skyrail' in summarizer and "Then the task is done." in summarizer
 
 
 def test_operator_agent_needs_every_role(server):
@@ -65,8 +74,8 @@ def test_web_judge_reads_the_trajectory(server):
     """The outcome judge grades each trajectory from its step facts; an ungraded one is nan (dropped)."""
     judge_backend = ScriptedBackend(["8", "no idea"])
     roles = {role: ScriptedBackend(replies) for role, replies in
-             {"planner": ["plan"], "grounder": [' click("Skyrail")', ' answer("24")'], "reflector": [],
-              "summarizer": []}.items()}
+             {"planner": ["plan", "plan"], "grounder": [' click("Skyrail")', ' answer("24")'],
+              "reflector": ["Opened it."], "summarizer": ["Answered."]}.items()}
     (group,) = OperatorAgent(roles, lambda: WebEnv("html", server)).generate([SKYRAIL], 1, 256)
     stray = OperatorAgent({role: ScriptedBackend(["x", "y", "z"] * 4) for role in roles},
                           lambda: WebEnv("html", server), max_turns=1).generate([SKYRAIL], 1, 256)[0]
@@ -108,13 +117,30 @@ def test_policy_episodes_on_the_sites(server, tmp_path):
                 assert "URL: " in sample.info["observations"][0] or "did not change" in sample.info["observations"][0]
 
 
+@pytest.mark.slow
+def test_the_operator_agent_plays_real_episodes_with_the_embedded_model_in_every_role(server):
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+
+    policy = HFPolicy(ModelConfig(threads=2))
+    agent = OperatorAgent({role: policy for role in ("planner", "grounder", "reflector", "summarizer")},
+                          lambda: WebEnv("html", server), max_turns=2, plan_tokens=16, action_tokens=12,
+                          note_tokens=12)
+    (group,) = agent.generate([SKYRAIL], 2, 256)
+    for sample in group.samples:
+        turns, roles = sample.info["turns"], sample.info["roles"]
+        assert 1 <= turns == len(sample.info["steps"]) == len(roles["plans"]) <= 2
+        assert len(roles.get("reflections", [])) == turns - 1 and isinstance(roles["summary"], str)
+        assert all(plan for plan in roles["plans"])
+
+
 def test_held_out_episodes_are_scored_by_the_success_check(server):
     """evaluate_episodes runs one episode per task with any agent and scores it by the site's own check."""
     from autotelic.evaluation import evaluate_episodes
 
     grounder = ScriptedBackend([' click("Skyrail")', ' answer("25")', ' answer("24")'])  # turn by turn, task by task
-    roles = {"planner": ScriptedBackend(["plan", "plan"]), "grounder": grounder,
-             "reflector": ScriptedBackend([]), "summarizer": ScriptedBackend([])}
+    roles = {"planner": ScriptedBackend(["plan"] * 3), "grounder": grounder,
+             "reflector": ScriptedBackend(["ok"]), "summarizer": ScriptedBackend(["done", "done"])}
     wrong = Task("How many cabins? (wrong answer)", "24", "web_wiki", 1, "skyrail-wrong",
                  meta={**SKYRAIL.meta, "start": "/wiki/skyrail"}, response_prefix="Action:")
     result = evaluate_episodes(OperatorAgent(roles, lambda: WebEnv("html", server)), [SKYRAIL, wrong], 256)

@@ -155,17 +155,18 @@ class DiscussionConfig:
 
 @dataclass
 class OperatorConfig:
-    """OpAgent's operator agent for web episodes (``eval.agent=operator``): a backend per role."""
+    """OpAgent's operator agent for web episodes (``eval.agent=operator``): a backend per role; every step runs
+    reflector -> planner -> grounder, and the summarizer sums the episode up at its end."""
 
     planner: str = "policy"
-    """Who plays the role: policy (the model being trained or evaluated), base (the initial model) or the
-    directory of any local model; likewise for the other roles."""
+    """Who plays the role (the plan for what remains, rewritten every step): policy (the model being trained or
+    evaluated), base (the initial model) or the directory of any local model; likewise for the other roles."""
     grounder: str = "policy"
-    """Writes the next action from the plan and the page."""
+    """Writes the next action from the plan, the last steps and the page."""
     reflector: str = "policy"
-    """Notes what the last action did."""
+    """Judges the last step (every step after the first) in one sentence, for the planner."""
     summarizer: str = "policy"
-    """Summarizes older steps."""
+    """Sums the episode up in one sentence once it ends (``info["roles"]["summary"]``)."""
     plan_tokens: int = 64
     """Tokens of the planner's reply at most."""
     action_tokens: int = 32
@@ -173,7 +174,7 @@ class OperatorConfig:
     note_tokens: int = 32
     """Reflector and summarizer replies."""
     keep_recent: int = 2
-    """Steps the grounder sees verbatim; older ones are summarized."""
+    """The last steps (action and outcome) the grounder sees; the planner sees them all."""
 
     def problems(self, key: str) -> list[str]:
         return [*[p for role in ("planner", "grounder", "reflector", "summarizer")

@@ -1,16 +1,19 @@
-"""The operator agent (OpAgent) for web episodes at inference: four roles around the environment.
+"""The operator agent (OpAgent) for web episodes at inference: four roles around the environment, in
+OpAgent's order at every step.
 
-- Planner: reads the task and the first page once and writes a short plan;
-- Grounder: turns the plan, the history and the current page into one element action (``click(3)``);
-- Reflector: after a step that failed or changed nothing (the environment's own step facts say so),
-  explains what went wrong; its note goes into the grounder's next prompt;
-- Summarizer: keeps the history short: the last ``keep_recent`` steps stay verbatim and older ones are
-  folded into a one-sentence summary.
+- Reflector: from the second step on, reads the last action, its outcome (the environment's own step facts)
+  and the page it led to, and says in one sentence whether it helped and what to do next;
+- Planner: from the task, the steps so far, the reflection, its previous plan and the current page, writes
+  the plan for what remains (every step: the plan follows what actually happened);
+- Grounder: turns the plan, the last ``keep_recent`` steps and the current page into one element action
+  (``click(3)``);
+- Summarizer: once the episode ends, sums it up in one sentence (what was done, whether the task is done).
 
 Each role is a backend: the trained policy, the base model, or any local model (``OperatorConfig.roles``).
 Role calls are batched across the episodes that need them and decoded greedily. The agent is a
 ``RolloutWorker``, so held-out evaluation runs it exactly as it runs the policy alone; its samples hold
-the grounder's tokens and the same step facts (``info["steps"]``) that the web rewards read.
+the grounder's tokens and the same step facts (``info["steps"]``) that the web rewards read, and the roles'
+notes (``info["roles"]``: plans, reflections, summary).
 """
 
 from __future__ import annotations
@@ -32,40 +35,54 @@ class _Episode:
     task: Task
     sample: Sample
     plan: str = ""
-    summary: str = ""
-    recent: list[str] = field(default_factory=list)  # "action -> outcome", newest last
+    steps: list[str] = field(default_factory=list)  # "action -> outcome", oldest first
     reflection: str = ""
     done: bool = False
 
+    def note(self, role: str, text: str) -> None:
+        self.sample.info["roles"].setdefault(role, []).append(text)
+
+
+def _history(ep: _Episode) -> str:
+    return "; ".join(ep.steps) if ep.steps else "nothing yet"
+
+
+def reflector_prompt(ep: _Episode) -> str:
+    return (f"Task: {ep.task.prompt}\nThe web agent did: {ep.steps[-1]}\n\nCurrent page:\n{ep.env.observation()}"
+            "\n\nIn one sentence, say whether this step brought the task closer and what the agent should do next.")
+
 
 def planner_prompt(ep: _Episode) -> str:
-    return (f"Task: {ep.task.prompt}\n\nCurrent page:\n{ep.env.observation()}\n\nYou plan for a web agent. "
-            "Write a short numbered plan (at most 4 steps) for doing the task on this site. Do not act yet.")
-
-
-def grounder_prompt(ep: _Episode) -> str:
-    parts = [intro(ep.task), f"Plan:\n{ep.plan}"]
-    if ep.summary:
-        parts.append(f"Earlier: {ep.summary}")
-    if ep.recent:
-        parts.append("Last actions: " + "; ".join(ep.recent))
+    parts = [f"Task: {ep.task.prompt}", f"Done so far: {_history(ep)}"]
     if ep.reflection:
-        parts.append(f"Note: {ep.reflection}")
+        parts.append(f"Reflection on the last step: {ep.reflection}")
+    if ep.plan:
+        parts.append(f"Previous plan:\n{ep.plan}")
+    return ("\n".join(parts) + f"\n\nCurrent page:\n{ep.env.observation()}\n\nYou plan for a web agent. Write a "
+            "short numbered plan (at most 4 steps) for what remains of the task from this page. Do not act yet.")
+
+
+def grounder_prompt(ep: _Episode, keep_recent: int) -> str:
+    parts = [intro(ep.task), f"Plan:\n{ep.plan}"]
+    if ep.steps and keep_recent:
+        parts.append("Last actions: " + "; ".join(ep.steps[-keep_recent:]))
     return "\n".join(parts) + f"\n\n{ep.env.observation()}"
 
 
-def reflector_prompt(ep: _Episode, action: str, outcome: str) -> str:
-    return (f"Task: {ep.task.prompt}\nThe web agent did: {action}\nResult: {outcome}\n\nCurrent page:\n"
-            f"{ep.env.observation()}\n\nIn one sentence, say what went wrong and what the agent should do next.")
-
-
-def summarizer_prompt(ep: _Episode, step: str) -> str:
-    return (f"Task: {ep.task.prompt}\nProgress so far: {ep.summary or 'nothing yet'}\nThen: {step}\n\n"
-            "Rewrite the progress so far as one short sentence.")
+def summarizer_prompt(ep: _Episode) -> str:
+    ending = ("the task is done" if ep.sample.info["steps"] and ep.sample.info["steps"][-1].get("success")
+              else "the episode ended")
+    return (f"Task: {ep.task.prompt}\nSteps: {_history(ep)}\nThen {ending}.\n\n"
+            "In one sentence, sum up what the web agent did and whether it finished the task.")
 
 
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _outcome(facts: dict) -> str:
+    return (f"failed: {facts['error']}" if not facts["valid"] else
+            f"now at {facts['url']}" if facts["page_changed"] else "nothing changed")
 
 
 @dataclass
@@ -104,38 +121,28 @@ class OperatorAgent:
                 group.samples.append(episode.sample)
                 episodes.append(episode)
             groups.append(group)
-        for ep, (plan, _) in zip(episodes, self._ask("planner", [planner_prompt(e) for e in episodes],
-                                                      self.plan_tokens)):
-            ep.plan = plan.strip()
-        for _ in range(self.max_turns):
+        for _ in range(self.max_turns):  # reflector -> planner -> grounder, every step
             active = [ep for ep in episodes if not ep.done]
             if not active:
                 break
-            replies = self._ask("grounder", [grounder_prompt(ep) for ep in active], self.action_tokens,
-                                [ep.task.response_prefix for ep in active])
-            troubled: list[tuple[_Episode, str, str]] = []
+            looked_back = [ep for ep in active if ep.steps]
+            for ep, (note, _) in zip(looked_back, self._ask("reflector", [reflector_prompt(ep) for ep in looked_back],
+                                                            self.note_tokens)):
+                ep.reflection = _first_line(note)
+                ep.note("reflections", ep.reflection)
+            for ep, (plan, _) in zip(active, self._ask("planner", [planner_prompt(ep) for ep in active],
+                                                       self.plan_tokens)):
+                ep.plan = plan.strip()
+                ep.note("plans", ep.plan)
+            replies = self._ask("grounder", [grounder_prompt(ep, self.keep_recent) for ep in active],
+                                self.action_tokens, [ep.task.response_prefix for ep in active])
             for ep, (reply, token_ids) in zip(active, replies):
                 self._record(ep, reply, token_ids)
                 facts = ep.sample.info["steps"][-1]
-                action = facts.get("action") or _first_line(reply)[:60]
-                outcome = (f"failed: {facts['error']}" if not facts["valid"] else
-                           f"now at {facts['url']}" if facts["page_changed"] else "nothing changed")
-                ep.recent.append(f"{action} -> {outcome}")
-                ep.reflection = ""
-                if not ep.done and (not facts["valid"] or not facts["page_changed"]):
-                    troubled.append((ep, action, outcome))
-            notes = self._ask("reflector", [reflector_prompt(ep, a, o) for ep, a, o in troubled], self.note_tokens)
-            for (ep, _, _), (note, _) in zip(troubled, notes):
-                ep.reflection = _first_line(note)
-                ep.sample.info["roles"].setdefault("reflections", []).append(ep.reflection)
-            crowded = [ep for ep in episodes if not ep.done and len(ep.recent) > self.keep_recent]
-            summaries = self._ask("summarizer", [summarizer_prompt(ep, ep.recent[0]) for ep in crowded],
-                                  self.note_tokens)
-            for ep, (summary, _) in zip(crowded, summaries):
-                ep.summary, ep.recent = _first_line(summary), ep.recent[1:]
-                ep.sample.info["roles"].setdefault("summaries", []).append(ep.summary)
-        for ep in episodes:
-            ep.sample.info["roles"]["plan"] = ep.plan
+                ep.steps.append(f"{facts.get('action') or _first_line(reply)[:60]} -> {_outcome(facts)}")
+        for ep, (summary, _) in zip(episodes, self._ask("summarizer", [summarizer_prompt(ep) for ep in episodes],
+                                                        self.note_tokens)):
+            ep.sample.info["roles"]["summary"] = _first_line(summary)
             ep.env.close()
         return groups
 
