@@ -21,12 +21,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("types", "text", "abilities", "checkpoint", "registry", "algorithms"),  # data and pure helpers
     ("config",),
     ("sandbox", "backends", "report"),
+    ("value_model",),  # a model over the backends' files: rewards read it as a process reward, search as a guide
     ("web",),  # the local sites' seed content and the agent's action language: web tasks and envs share them
     ("tasks",),
     ("rewards",),
     ("envs",),
     ("heldout", "loading", "guardrails"),  # loading: a recipe with its environment's defaults
-    ("curricula", "value_model"),
+    ("curricula",),
     ("rollout", "update", "search", "evaluation", "dist", "vm_mcts", "win_rate"),
     ("modes",),  # generation modes as plug-ins: each builds its generator from the layers below
     ("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"),  # training: knows every part

@@ -48,6 +48,7 @@ REWARDS: Registry[Callable[..., RewardFunction | TrajectoryReward]] = Registry("
     "self_certainty": "autotelic.rewards.confidence:SelfCertaintyReward",
     "unit_tests": "autotelic.rewards.unit_tests:UnitTestReward",
     "reward_model": "autotelic.rewards.reward_model:RewardModelReward",
+    "process_value": "autotelic.rewards.process_value:ProcessValueReward",
     # web episodes (OpAgent's hybrid reward): these read the trajectory, not the reply text
     "web_success": "autotelic.rewards.web:WebSuccess",
     "web_progress": "autotelic.rewards.web:WebProgress",
@@ -58,7 +59,7 @@ _NOT_OPTIONS = {"backend", "extract", "similarity"}
 # Rewards that run a model: the judge grades with one, self-certainty reads the policy's distributions.
 NEEDS_BACKEND = {"judge", "web_judge", "self_certainty"}
 JUDGES = ("judge", "web_judge")
-LABEL_FREE = frozenset({"majority_vote", "self_certainty", "judge", "reward_model"})
+LABEL_FREE = frozenset({"majority_vote", "self_certainty", "judge", "reward_model", "process_value"})
 """Rewards that never read a task's reference answer: the guardrails check the answers they favour against it."""
 JUDGE_MODEL = "base"
 """A judge's model unless its options name one: a frozen copy of the starting model, which cannot learn to please
