@@ -5,7 +5,11 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
 - grpo: GRPO on groups with any reward spread; no partial-solution prompts, no dynamic sampling;
 - rest: ReST-GRPO (groups of reward std < 0.05 dropped and refilled, partial-solution prompts cut from
         correct answers), then VM-MCTS: MCTS with test-scored rollouts on training problems labels partial
-        programs, a value model learns them, and the held-out set is decoded with it.
+        programs, a value model learns them, and the held-out set is decoded with it: best-of-n picked by the
+        value of the whole answer (an outcome reward model), best-of-n picked by the weakest step's value (the
+        value model read as a PRM, ``eval.select_by=process_value``), and VM-MCTS;
+- rest_dpo (``--rest-dpo``): the ReST-DPO baseline: the same sampling, each group's best and worst answers by
+        the unit tests as a DPO pair (``algorithm.name=online_dpo``), no partial-solution prompts.
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same generation budget
 per step for both (``control.max_tokens_per_step`` = tasks_per_step x group_size x max_new_tokens, so the
 refills of dynamic sampling stay within what GRPO may spend); ``--max-minutes`` a safety net flagged if it
@@ -16,8 +20,9 @@ seeds, one held-out set of at least ``--heldout`` problems for all.
     python bench/rest_rl.py                          # 40 steps, 3 seeds, 201 held-out problems
     python bench/rest_rl.py --steps 10 --heldout 60 --oracle
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
-rest_vs_grpo (greedy), best_of_n_vs_greedy and vm_mcts_vs_greedy (on the rest runs), oracle_vs_greedy with
---oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would have).
+rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, best_of_n_vs_greedy, prm_best_of_n_vs_greedy and
+vm_mcts_vs_greedy (on the rest runs), oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the
+headroom a perfect value model would have).
 """
 
 from __future__ import annotations
@@ -31,12 +36,15 @@ from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config
 
 from autotelic.evaluation import evaluate
 from autotelic.checks import sandbox_isolation
+from autotelic.value_model import ValueModel
 from autotelic.vm_mcts import decoding_for
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
 ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
                      "value.enabled=false"), RECIPE),
         Arm("rest", (), RECIPE))
+REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fraction=0", "filter.min_reward_std=0",
+                            "filter.dynamic_sampling=false", "value.enabled=false"), RECIPE)
 
 
 def with_token_cap(arm: Arm, budget: Budget) -> Arm:
@@ -45,16 +53,18 @@ def with_token_cap(arm: Arm, budget: Budget) -> Arm:
     return Arm(arm.name, (*arm.overrides, f"control.max_tokens_per_step={cap}"), arm.recipe, arm.label)
 
 
-def oracle(run: ArmRun, budget: Budget) -> dict[str, float]:
-    """Best-of-n picked by the hidden tests, written to ``eval_after_oracle.jsonl``."""
+def best_of_n(run: ArmRun, budget: Budget, select_by: str, name: str) -> dict[str, float]:
+    """Best-of-n at the token budget picked by ``select_by`` (the hidden tests for the oracle, the run's value
+    model read as a PRM for process_value), written to ``eval_after_<name>.jsonl``."""
     config = arm_config(run.arm, budget)
     sandbox_isolation(config)
-    decoding = decoding_for(config, "best_of_n", None)
-    decoding.select_by = "verifier"
+    value_model = None if select_by == "verifier" else ValueModel.load(run.run_dir / "value_model")
+    decoding = decoding_for(config, "best_of_n", value_model)
+    decoding.select_by = select_by
     result = evaluate(trained_policy(run, config), heldout_of(run.arm, budget), config.eval.max_new_tokens,
                       config.eval.batch_size, decoding)
-    (run.run_dir / "eval_after_oracle.jsonl").write_text("".join(json.dumps(r) + "\n" for r in result.records))
-    return {"oracle_accuracy": result.accuracy, "oracle_tokens_per_task": result.tokens_per_task}
+    (run.run_dir / f"eval_after_{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in result.records))
+    return {f"{name}_accuracy": result.accuracy, f"{name}_tokens_per_task": result.tokens_per_task}
 
 
 def decodings(run: ArmRun) -> dict[str, float]:
@@ -66,20 +76,24 @@ def decodings(run: ArmRun) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--oracle", action="store_true", help="also best-of-n picked by the hidden tests")
+    parser.add_argument("--rest-dpo", action="store_true", help="also the ReST-DPO baseline arm")
     add_budget_arguments(parser, steps=40, max_minutes=90.0, heldout=200)
     args = parser.parse_args()
     budget = budget_from(args)
-    grpo, rest = (with_token_cap(arm, budget) for arm in ARMS)
-    runs = run_arms([grpo, rest], budget, runs_dir_from(args, "rest-rl"))
-    trained = {arm.name: [run for run in runs if run.arm == arm] for arm in (grpo, rest)}
-    extra = {(run.arm.name, run.seed): {**decodings(run), **(oracle(run, budget) if args.oracle else {})}
+    arms = [with_token_cap(arm, budget) for arm in (*ARMS, *([REST_DPO] if args.rest_dpo else []))]
+    runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
+    trained = {arm.name: [run for run in runs if run.arm == arm] for arm in arms}
+    extra = {(run.arm.name, run.seed): {**decodings(run), **best_of_n(run, budget, "process_value", "prm_best_of_n"),
+                                        **(best_of_n(run, budget, "verifier", "oracle") if args.oracle else {})}
              for run in trained["rest"]}
     greedy = Measure(trained["rest"])
     comparisons = [compare("rest_vs_grpo", Measure(trained["grpo"]), greedy),
+                   *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]
+                     if args.rest_dpo else []),
                    *[compare(f"{name}_vs_greedy", greedy, Measure(trained["rest"], f"eval_after_{name}"))
-                     for name in ("best_of_n", "vm_mcts", *(["oracle"] if args.oracle else []))]]
+                     for name in ("best_of_n", "prm_best_of_n", "vm_mcts", *(["oracle"] if args.oracle else []))]]
     report("rest_rl", runs, comparisons, budget, args.results_dir, extra,
-           {"token_budget": arm_config(rest, budget).eval.token_budget})
+           {"token_budget": arm_config(arms[1], budget).eval.token_budget})
 
 
 if __name__ == "__main__":

@@ -70,6 +70,25 @@ def test_a_run_trains_with_the_process_reward_beside_the_verifier(value_dir, tmp
     assert all(0.0 <= row["reward"] <= 1.5 for row in rows)
 
 
+@pytest.mark.slow
+def test_best_of_n_by_process_value_needs_a_value_model_and_keeps_the_token_budget(value_dir, embedded_dir):
+    import random
+
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+    from autotelic.evaluation import Decoding, evaluate
+    from autotelic.tasks import get_family
+    from autotelic.value_model import ValueModel
+
+    with pytest.raises(ValueError, match="needs a value model"):
+        Decoding("best_of_n", 32, "process_value").check()
+    policy = HFPolicy(ModelConfig(path=str(embedded_dir)), seed=0)
+    tasks = [get_family("add").generate(random.Random(i), 1) for i in range(3)]
+    result = evaluate(policy, tasks, 8, decoding=Decoding("best_of_n", 24, "process_value",
+                                                          ValueModel.load(value_dir)))
+    assert len(result.records) == 3 and all(r["tokens"] <= 24 for r in result.records)
+
+
 def test_a_directory_without_a_value_model_is_named_in_one_line(tmp_path):
     from autotelic.checks import check_run
     from autotelic.config import ConfigError

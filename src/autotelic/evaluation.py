@@ -16,6 +16,7 @@ from typing import Any
 
 from autotelic.backends import PolicyBackend
 from autotelic.config import SearchConfig
+from autotelic.rewards.process_value import process_scores
 from autotelic.rollout.filter import verifier_reward
 from autotelic.rollout.generate import PolicySampler, RolloutWorker
 from autotelic.search import ValueEvaluator, best_response, search
@@ -75,7 +76,7 @@ class Decoding:
     def check(self) -> None:
         if self.strategy not in DECODINGS:
             raise ValueError(f"unknown decoding '{self.strategy}'; valid: {', '.join(DECODINGS)}")
-        needs_value = self.strategy == "vm_mcts" or self.strategy == "best_of_n" and self.select_by == "value"
+        needs_value = self.strategy == "vm_mcts" or self.strategy == "best_of_n" and self.select_by != "verifier"
         if needs_value and self.value_model is None:
             raise ValueError(f"decoding {self.strategy} (select_by={self.select_by}) needs a value model: set "
                              "eval.value_model to a directory made by `autotelic value`")
@@ -106,6 +107,8 @@ def _best_of_n(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, de
     for task, texts in zip(tasks, candidates):
         if decoding.select_by == "verifier":
             scores = [verifier_reward(task, text) for text in texts]
+        elif decoding.select_by == "process_value":  # the value model read as a PRM: the weakest step's value
+            scores = process_scores(decoding.value_model.predict, task, texts)
         else:
             scores = decoding.value_model.predict([(task.prompt, task.full_response(t)) for t in texts])
         chosen.append(texts[max(range(len(texts)), key=scores.__getitem__)])

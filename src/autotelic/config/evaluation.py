@@ -103,9 +103,10 @@ class EvalConfig:
     (tree search guided by the value model, the best finished answer by value)."""
     token_budget: int | None = None
     """Completion tokens per task for best_of_n and vm_mcts; None: 4 x max_new_tokens."""
-    select_by: Literal["value", "verifier"] = "value"
-    """best_of_n: pick by the value model, or by the task's verifier (an oracle upper bound: it reads
-    the hidden tests)."""
+    select_by: Literal["value", "process_value", "verifier"] = "value"
+    """best_of_n: pick by the value model's score of the whole answer (an outcome reward model), by its weakest
+    step's (process_value: the value model read as a PRM over the answer's lines), or by the task's verifier (an
+    oracle upper bound: it reads the hidden tests)."""
     value_model: str | None = None
     """Directory of a trained value model (``autotelic value``, or run_dir/value_model)."""
     search: SearchConfig = field(default_factory=SearchConfig)

@@ -10,6 +10,7 @@ process rewards in training). Scores are cached by (prompt, partial response): a
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Literal
 
 from autotelic.types import Task
@@ -25,6 +26,20 @@ def step_prefixes(response: str, max_steps: int) -> list[str]:
     if len(ends) > max_steps:
         ends = [ends[round((k + 1) * len(ends) / max_steps) - 1] for k in range(max_steps)]
     return ["".join(lines[:end]) for end in ends]
+
+
+def process_scores(values: Callable[[list[tuple[str, str]]], list[float]], task: Task, completions: list[str],
+                   aggregate: str = "min", max_steps: int = 8) -> list[float]:
+    """Each completion's score from ``values`` (a value model's predictions for (prompt, partial response) pairs,
+    in one call) over its steps, aggregated by ``aggregate`` (min, mean, or last: the whole answer only)."""
+    cuts = [step_prefixes(task.full_response(c), max_steps) for c in completions]
+    if aggregate == "last":
+        cuts = [steps[-1:] for steps in cuts]
+    scores = iter(values([(task.prompt, prefix) for steps in cuts for prefix in steps]))
+    per_answer = [[next(scores) for _ in steps] for steps in cuts]
+    if aggregate == "mean":
+        return [sum(values) / len(values) for values in per_answer]
+    return [min(values) for values in per_answer]  # "last" has one value each
 
 
 class ProcessValueReward:
@@ -55,11 +70,4 @@ class ProcessValueReward:
         return found
 
     def __call__(self, task: Task, completions: list[str]) -> list[float]:
-        cuts = [step_prefixes(task.full_response(c), self.max_steps) for c in completions]
-        if self.aggregate == "last":
-            cuts = [steps[-1:] for steps in cuts]
-        scores = iter(self.values([(task.prompt, prefix) for steps in cuts for prefix in steps]))
-        per_answer = [[next(scores) for _ in steps] for steps in cuts]
-        if self.aggregate == "mean":
-            return [sum(values) / len(values) for values in per_answer]
-        return [min(values) for values in per_answer]  # "last" has one value each
+        return process_scores(self.values, task, completions, self.aggregate, self.max_steps)
