@@ -81,7 +81,9 @@ class ArmRun:
                 "samples_per_step": round(samples / max(1, summary["steps"]), 1),
                 "completion_tokens": summary["completion_tokens"], "heldout_n": summary["heldout_tasks"],
                 "accuracy_before": summary["eval_before"]["accuracy"],
-                "accuracy_after": summary["eval_after"]["accuracy"], "run_dir": str(self.run_dir)}
+                "accuracy_after": summary["eval_after"]["accuracy"], "run_dir": str(self.run_dir),
+                # what the run measured besides accuracy (eval.win_rate, eval.pass_k), kept beside it
+                **{key: summary[key] for key in ("win_rate", "pass_at_k") if key in summary}}
 
 
 def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minutes: float, heldout: int) -> None:
