@@ -9,10 +9,10 @@ process rewards in training). Scores are cached by (prompt, partial response): a
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Literal
 
+from autotelic.rewards.cache import ScoreCache
 from autotelic.types import Task
 
 AGGREGATES = ("min", "mean", "last")
@@ -55,19 +55,11 @@ class ProcessValueReward:
         if max_steps < 1:
             raise ValueError(f"process_value option max_steps must be at least 1, got {max_steps}")
         self.value_model = ValueModel.load(model)
-        self.aggregate, self.max_steps, self.cache_size = aggregate, max_steps, cache_size
-        self.cache: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self.aggregate, self.max_steps = aggregate, max_steps
+        self.cache = ScoreCache(cache_size)
 
     def values(self, pairs: list[tuple[str, str]]) -> list[float]:
-        missing = list(dict.fromkeys(pair for pair in pairs if pair not in self.cache))
-        for pair, value in zip(missing, self.value_model.predict(missing)):
-            self.cache[pair] = value
-        found = [self.cache[pair] for pair in pairs]
-        for pair in pairs:
-            self.cache.move_to_end(pair)
-        while len(self.cache) > self.cache_size:
-            self.cache.popitem(last=False)
-        return found
+        return self.cache.scores(pairs, self.value_model.predict)
 
     def __call__(self, task: Task, completions: list[str]) -> list[float]:
         return process_scores(self.values, task, completions, self.aggregate, self.max_steps)

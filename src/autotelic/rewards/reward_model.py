@@ -9,9 +9,9 @@ eva's curriculum keeps drawing). Raw scores are the model's logit; ``scale: sigm
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Literal
 
+from autotelic.rewards.cache import ScoreCache
 from autotelic.types import Task
 
 
@@ -34,8 +34,7 @@ class RewardModelReward:
                              "has one (num_labels=1)")
         self.model.config.pad_token_id = self.tokenizer.pad_token_id  # where each sequence's score is read
         self.batch_size, self.max_length, self.scale = batch_size, max_length, scale
-        self.cache: OrderedDict[tuple[str, str], float] = OrderedDict()
-        self.cache_size = cache_size
+        self.cache = ScoreCache(cache_size)
 
     def render(self, prompt: str, response: str) -> str:
         if self.tokenizer.chat_template:
@@ -45,23 +44,19 @@ class RewardModelReward:
 
     def scores(self, pairs: list[tuple[str, str]]) -> list[float]:
         """Each (prompt, response)'s score; the ones not cached are computed in batches."""
+        return self.cache.scores(pairs, self._compute)
+
+    def _compute(self, pairs: list[tuple[str, str]]) -> list[float]:
         import torch
 
-        missing = list(dict.fromkeys(pair for pair in pairs if pair not in self.cache))
-        for start in range(0, len(missing), self.batch_size):
-            batch = missing[start:start + self.batch_size]
+        found: list[float] = []
+        for start in range(0, len(pairs), self.batch_size):
+            batch = pairs[start:start + self.batch_size]
             encoded = self.tokenizer([self.render(*pair) for pair in batch], return_tensors="pt", padding=True,
                                      truncation=True, max_length=self.max_length, add_special_tokens=False)
             with torch.no_grad():
                 logits = self.model(**encoded).logits[:, 0]
-            values = torch.sigmoid(logits) if self.scale == "sigmoid" else logits
-            for pair, value in zip(batch, values.tolist()):
-                self.cache[pair] = value
-        found = [self.cache[pair] for pair in pairs]
-        for pair in pairs:
-            self.cache.move_to_end(pair)
-        while len(self.cache) > self.cache_size:
-            self.cache.popitem(last=False)
+            found += (torch.sigmoid(logits) if self.scale == "sigmoid" else logits).tolist()
         return found
 
     def __call__(self, task: Task, completions: list[str]) -> list[float]:
