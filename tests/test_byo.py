@@ -191,14 +191,19 @@ SOLVED = {  # a right program for each shipped sample problem, by its first word
     "Write a function double": "def double(x):\n    return 2 * x",
     "Write a function count_vowels": "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)",
     "Write a function is_even": "def is_even(n):\n    return n % 2 == 0",
+    "Write a function task_func(words)": "def task_func(words):\n    return {w: words.count(w) for w in words}",
+    "Write a function task_func(text)": "def task_func(text):\n    return ' '.join(text.upper().split())",
+    "Write a function task_func(numbers)": "def task_func(numbers):\n    return sum(numbers) / len(numbers) if numbers "
+                                           "else None",
 }
 
 
 @pytest.mark.parametrize("sample, columns", [
     ("apps-sample.jsonl", {"prompt": "question", "tests": "input_output"}),  # APPS's own column names
     ("mbpp-sample.jsonl", {"prompt": "text", "tests": "test_list"}),  # MBPP's: a list of asserts
+    ("bigcodebench-sample.jsonl", {"prompt": "instruct_prompt", "tests": "test"}),  # BigCodeBench's: unittest classes
 ])
-def test_the_shipped_apps_and_mbpp_samples_load_by_their_own_columns_and_check_solutions(sample, columns):
+def test_the_shipped_code_samples_load_by_their_own_columns_and_check_solutions(sample, columns):
     name = f"file:{SAMPLES / sample}"
     family = data_family(name, columns)
     tasks = _tasks(name)

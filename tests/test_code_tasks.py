@@ -173,3 +173,23 @@ def test_an_early_exit_is_no_pass_and_tests_are_graded_by_assertion():
     assert run.verdict(run_python(run.program)).passed_all
     with pytest.raises(ValueError, match="not valid Python"):
         harness("def f(x): return x", "assert (")
+
+
+def test_unittest_tests_count_each_test_method_and_fail_closed():
+    """BigCodeBench-style tests define TestCase classes and run none: each test method (class fixtures included)
+    is run and counted as one assertion, so a wrong solution no longer passes by the tests never running."""
+    from autotelic.sandbox import run_python
+    from autotelic.tasks.harness import harness
+
+    tests = ("import unittest\n\nclass TestCases(unittest.TestCase):\n"
+             "    @classmethod\n    def setUpClass(cls):\n        cls.base = 2\n"
+             "    def test_one(self):\n        self.assertEqual(f(1), 2)\n"
+             "    def test_two(self):\n        assert f(2) == 4\n"
+             "    def test_many(self):\n        for x in range(3):\n            self.assertEqual(f(x), self.base * x)\n"
+             "    def helper(self):\n        pass\n")
+    for solution, passed, finished in [("def f(x): return 2 * x", 3, True), ("def f(x): return x + 1", 1, True),
+                                       ("def f(x): raise SystemExit(0)", 0, True), ("def f(x: return", 0, False)]:
+        run = harness(solution, tests)
+        verdict = run.verdict(run_python(run.program))
+        assert (verdict.passed, verdict.asserts, verdict.finished) == (passed, 3, finished), solution
+        assert verdict.passed_all == (passed == 3)

@@ -11,6 +11,7 @@ Columns (renamed with ``curriculum.columns``, e.g. ``{prompt: question, answer: 
   standard-input cases (APPS's ``input_output``), an object ``{"inputs": [...], "outputs": [...]}`` (or its JSON
   text): the completion's program runs once per case with the input as stdin, its printed output compared token
   by token, the reward the share of cases passed; a list of assert lines (MBPP's ``test_list``) is Python tests;
+  unittest TestCase classes (BigCodeBench's ``test``) count each test method as one assert;
 - ``level`` (an integer from 1) or ``difficulty`` (easy/medium/hard, APPS's introductory/interview/competition,
   or numbers ranked into levels 1-3): the curriculum's levels; without either every row is level 1, and ``curriculum.name=regret`` ranks the rows
   themselves by the pass rates of their own groups (its ``gate`` keeps the rows the policy gets partly right);

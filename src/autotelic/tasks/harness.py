@@ -4,7 +4,8 @@ Run as a plain script (solution, tests, ``check(f)``), a program passes when the
 and a solution that calls ``sys.exit(0)``, ``exit()`` or ``os._exit(0)`` before the tests leaves it with status 0
 too: it read as correct. Here the solution and then its tests run inside a harness, each by ``exec`` in one fresh
 namespace (``__name__`` is not ``"__main__"``, so a solution's main block does not run, as in HumanEval's own
-harness); every exit and exception is caught, and each ``assert`` of the tests is counted on its own. The
+harness); every exit and exception is caught, and each ``assert`` of the tests is counted on its own (each test
+method of unittest TestCase classes, which define tests but run none, is run and counted as one). The
 verdict is the last line the harness writes (to a copy of stdout taken before the solution runs), tagged with a
 random nonce made for this run, which the solution does not know. No verdict line (the process was killed,
 exited from under the harness, or cut its output): nothing passed.
@@ -56,10 +57,25 @@ _autotelic_run(%r, %r, %r, %r)
 """
 
 
+def _is_test_case(node: ast.AST) -> bool:
+    """A class deriving from (something named) TestCase: unittest runs it, its asserts fail its test methods."""
+    return isinstance(node, ast.ClassDef) and any(
+        isinstance(base, ast.Name) and base.id.endswith("TestCase")
+        or isinstance(base, ast.Attribute) and base.attr.endswith("TestCase") for base in node.bases)
+
+
 class _CountAsserts(ast.NodeTransformer):
-    """``assert test, msg`` -> ``HOOK(lambda: test)``: a failed assertion is counted, and the tests go on."""
+    """``assert test, msg`` -> ``HOOK(lambda: test)``: a failed assertion is counted, and the tests go on
+    (outside TestCase classes, whose methods count as one each); ``written`` counts them."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
+        return node if _is_test_case(node) else self.generic_visit(node)
 
     def visit_Assert(self, node: ast.Assert) -> ast.Expr:
+        self.written += 1
         arguments = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
         call = ast.Call(ast.Name(HOOK, ast.Load()), [ast.Lambda(arguments, node.test)], [])
         return ast.copy_location(ast.Expr(call), node)
@@ -104,17 +120,42 @@ class Harnessed:
         return Verdict(0, self.written_asserts, False)
 
 
+# unittest-style tests (BigCodeBench, many repositories): ``class TestCases(unittest.TestCase)`` defines tests but
+# runs none, so the harness runs every test method in a suite of its own (class fixtures included) and counts it
+# as one assertion: passed when it ran without failure, error or skip.
+_UNITTEST_RUNNER = """
+import unittest as _autotelic_unittest
+
+
+def _autotelic_case(case, name):
+    result = _autotelic_unittest.TestResult()
+    _autotelic_unittest.TestSuite([case(name)]).run(result)
+    return result.testsRun == 1 and result.wasSuccessful() and not result.skipped
+"""
+
+
+def _test_methods(tree: ast.Module) -> list[tuple[str, str]]:
+    """(class, method) of every ``test*`` method of the module's top-level TestCase subclasses."""
+    return [(node.name, item.name) for node in tree.body if _is_test_case(node) for item in node.body
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")]
+
+
 def harness(solution: str, tests: str) -> Harnessed:
     """The harness program for ``solution`` and its ``tests`` (Python that asserts, and calls what it defines,
-    e.g. ``def check(candidate): ...`` then ``check(f)``). Raises ValueError for tests that are not Python."""
+    e.g. ``def check(candidate): ...`` then ``check(f)``; or unittest TestCase classes, each test method one
+    counted assertion). Raises ValueError for tests that are not Python."""
     try:
         tree = ast.parse(tests)
     except SyntaxError as error:
         raise ValueError(f"the tests are not valid Python (line {error.lineno}: {error.msg})") from None
-    written = sum(isinstance(node, ast.Assert) for node in ast.walk(tree))
-    counted = ast.unparse(ast.fix_missing_locations(_CountAsserts().visit(tree)))
+    methods = _test_methods(tree)
+    if methods:
+        runs = "".join(f"assert _autotelic_case({case}, {name!r})\n" for case, name in methods)
+        tree.body += ast.parse(_UNITTEST_RUNNER + runs).body
+    transform = _CountAsserts()
+    counted = ast.unparse(ast.fix_missing_locations(transform.visit(tree)))
     nonce = secrets.token_hex(16)
-    return Harnessed(_HARNESS % (solution, counted, nonce, HOOK), nonce, written)
+    return Harnessed(_HARNESS % (solution, counted, nonce, HOOK), nonce, transform.written)
 
 
 # Standard-input programs (APPS, Codeforces style): each case runs the program's source afresh as ``__main__`` with
