@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import ModelConfig, SearchConfig
@@ -83,6 +84,26 @@ def test_value_model_learns_separable_targets_and_round_trips(tmp_path):
     assert ValueModel.load(tmp_path / "vm").predict(pairs) == pytest.approx([high, low], abs=1e-5)
     with pytest.raises(ValueError, match="must lie in"):
         model.fit([ValueExample(prompt, "x", 2.0)])
+
+
+def test_a_lora_value_body_trains_its_adapters_and_saves_them_merged(tmp_path):
+    prompt = "Write a function that adds one."
+    examples = [ValueExample(prompt, f"```python\ndef f(x):\n    return x + 1  # {i}\n```", 1.0) for i in range(4)]
+    examples += [ValueExample(prompt, f"I cannot do that {i}.", 0.0) for i in range(4)]
+    model = ValueModel(None, body="lora")
+    adapters = {n: p.detach().clone() for n, p in model.body.named_parameters() if p.requires_grad}
+    assert adapters and all("lora_" in n for n in adapters)  # only the adapters train in the body
+    metrics = model.fit(examples, epochs=8, lr=3e-3, batch_size=4)
+    assert metrics["value/train_mae"] < 0.35
+    trained = dict(model.body.named_parameters())
+    assert any(not torch.equal(adapters[n], trained[n]) for n in adapters)
+    pairs = [(prompt, "```python\ndef f(x):\n    return x + 1  # new\n```"), (prompt, "I cannot do that now.")]
+    before = model.predict(pairs)
+    model.save(tmp_path / "vm")
+    assert (tmp_path / "vm" / "body" / "config.json").is_file()
+    assert ValueModel.load(tmp_path / "vm").predict(pairs) == pytest.approx(before, abs=1e-4)
+    with pytest.raises(ValueError, match="body must be one of frozen, lora, full"):
+        ValueModel(None, body="half")
 
 
 def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):

@@ -5,9 +5,10 @@ it needs no annotation. The body is a causal LM's decoder (by default the traine
 weights); the scalar head reads the mean hidden state over the response, standardised with the
 training set's statistics, and is trained with binary cross-entropy against the soft targets. (On
 held-out problems of the ReST-RL bench the response mean ranked correct above wrong partial
-programs far better than the last token's state: AUC 0.97 vs 0.59, standardised, 62 test nodes.) With ``train_body=False`` the
-body stays frozen and its features are computed once, which makes training a matter of seconds on a
-CPU; ``train_body=True`` fine-tunes it as well (the paper's setting, for GPUs).
+programs far better than the last token's state: AUC 0.97 vs 0.59, standardised, 62 test nodes.) By default the
+body stays frozen (``body="frozen"``) and its features are computed once, which makes training a matter of seconds
+on a CPU; ``body="lora"`` trains LoRA adapters on it with the head (merged into the saved body), ``body="full"``
+fine-tunes all of it (the paper's setting, for GPUs).
 """
 
 from __future__ import annotations
@@ -52,11 +53,17 @@ class ValueExample:
     weight: float = 1.0  # e.g. the node's visit count: better-measured targets count more
 
 
+BODIES = ("frozen", "lora", "full")
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
 class ValueModel:
-    def __init__(self, body_path: str | Path | None = None, train_body: bool = False,
-                 system_prompt: str | None = None):
+    def __init__(self, body_path: str | Path | None = None, body: str = "frozen", system_prompt: str | None = None,
+                 lora_rank: int = 8):
         from transformers import AutoModel, AutoTokenizer
 
+        if body not in BODIES:
+            raise ValueError(f"value-model body must be one of {', '.join(BODIES)}, got {body!r}")
         self.body_dir = resolve_model_dir(None if body_path is None else str(body_path))
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.body_dir)
@@ -64,8 +71,16 @@ class ValueModel:
         except Exception as error:
             message = f"cannot load value-model body from {self.body_dir}: {error}"
             raise ModelFileError(message.splitlines()[0]) from error
-        self.body.requires_grad_(train_body).train(train_body)
-        self.train_body, self.system_prompt = train_body, system_prompt
+        self.body.requires_grad_(body == "full")
+        if body == "lora":  # adapters on the attention and MLP projections; the base weights stay frozen
+            from peft import LoraConfig, get_peft_model
+
+            targets = [t for t in LORA_TARGETS if any(n.endswith(t) for n, _ in self.body.named_modules())]
+            self.body = get_peft_model(self.body, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank,
+                                                             target_modules=targets))
+        self.train_body = body != "frozen"
+        self.body.train(self.train_body)
+        self.body_kind, self.system_prompt = body, system_prompt
         self.head = ValueHead(self.body.config.hidden_size)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
@@ -115,7 +130,7 @@ class ValueModel:
             initial = self.features(pairs, batch_size)
         self.head.set_statistics(initial)
         cached = None if self.train_body else initial
-        params = list(self.head.parameters()) + ([p for p in self.body.parameters()] if self.train_body else [])
+        params = list(self.head.parameters()) + [p for p in self.body.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
         order = list(range(len(examples)))
         rng = random.Random(seed)
@@ -146,6 +161,8 @@ class ValueModel:
         directory.mkdir(parents=True, exist_ok=True)
         body_path = str(self.body_dir)
         if self.train_body:
+            if self.body_kind == "lora":  # the adapters folded into the base weights: a plain model to load
+                self.body = self.body.merge_and_unload()
             self.body.save_pretrained(directory / "body")
             self.tokenizer.save_pretrained(directory / "body")
             body_path = str((directory / "body").resolve())

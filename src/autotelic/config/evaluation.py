@@ -63,8 +63,10 @@ class ValueConfig:
     """The MCTS that labels partial responses while collecting."""
     base_model: str | None = None
     """Body of the value model; None uses the trained policy (the run's exported model)."""
-    train_body: bool = False
-    """False: a scalar head on the frozen body's features (minutes on a CPU); True: fine-tune the body too."""
+    body: Literal["frozen", "lora", "full"] = "frozen"
+    """frozen: a scalar head on the body's features, computed once (seconds on a CPU); lora: LoRA adapters on the
+    body trained with the head (the body runs every epoch: minutes on a CPU); full: the whole body fine-tuned
+    (the paper's setting, for GPUs)."""
     epochs: int = 30
     """Passes over the collected value targets."""
     lr: float = 1e-3

@@ -72,6 +72,7 @@ MOVED = {
     "curriculum.prefix_per_solution": "curriculum.prefixes.per_line",
     "curriculum.prefix_decay": "curriculum.prefixes.decay",
     "curriculum.prefix_min_reward": "curriculum.prefixes.min_reward",
+    "value.train_body": "value.body (frozen, lora or full)",
 }
 """Keys that moved to their mode's section (2026-11): a recipe or a saved run naming the old key is told the new."""
 
