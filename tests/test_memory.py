@@ -77,8 +77,8 @@ def test_a_run_banks_solved_problems_and_serves_them_in_later_prompts(tmp_path):
     from autotelic.trainer import resume, train
 
     overrides = ["curriculum.families=[compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=2",
-                 "train.steps=3", "control.tasks_per_step=4", "generate.group_size=4", "control.max_new_tokens=12",
-                 "curriculum.memory.fraction=0.5", "curriculum.memory.min_reward=0.5", "train.checkpoint_every=2",
+                 "train.steps=2", "control.tasks_per_step=4", "generate.group_size=4", "control.max_new_tokens=12",
+                 "curriculum.memory.fraction=0.5", "curriculum.memory.min_reward=0.5", "train.checkpoint_every=1",
                  "filter.drop_zero_variance=false", "model.lora=true", "logging.progress=false",
                  f"logging.runs_dir={tmp_path}", "logging.run_name=memory"]
     train(load_config(None, overrides))
@@ -88,6 +88,7 @@ def test_a_run_banks_solved_problems_and_serves_them_in_later_prompts(tmp_path):
     rollouts = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
     served = [r for r in rollouts if r["prompt"].startswith("Problems you solved before:")]
     assert served and all(r["step"] >= 2 for r in served) and "memory/served_reward_mean" in steps[-1]
-    resume(run, ["train.steps=4"])
+    resume(run, ["train.steps=3"])
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"reward/mean"' in line]
-    assert steps[-1]["memory/size"] >= steps[2]["memory/size"] and steps[-1]["memory/served_total"] > 0
+    assert len(steps) == 3 and steps[2]["memory/size"] >= steps[1]["memory/size"]  # the bank came back
+    assert steps[2]["memory/served_total"] > steps[1]["memory/served_total"] > 0
