@@ -79,6 +79,26 @@ def test_prefix_curriculum_cuts_the_best_answers_of_spread_groups_and_serves_the
     assert metrics["prefix/made"] == 0 and metrics["prefix/reward_mean"] == 1.0
 
 
+def test_rest_grpo_iterations_assemble_spread_problems_and_their_prefixes_for_the_next_iteration():
+    curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), per_line=1.0,
+                                  seed=0, iteration_steps=2)
+    first = curriculum.next_tasks(4)
+    assert all(not t.response_prefix for t in first)  # the first iteration draws from the base alone
+    metrics = curriculum.observe([_group(_task("t1"), [(ANSWER, 1.0), ("wrong", 0.0)]),  # spread, solved: kept, cut
+                                  _group(_task("t2"), [("x", 0.5), ("y", 0.0)])])  # spread, unsolved: kept only
+    assert "prefix/assembled" not in metrics and not curriculum.queue  # nothing served before the iteration ends
+    metrics = curriculum.observe([_group(_task("t3"), [(ANSWER, 1.0), (ANSWER, 1.0)])])  # no spread: dropped
+    assert metrics["prefix/assembled"] == 5  # t1, t2 and t1's three prefixes, shuffled
+    served = curriculum.next_tasks(4) + curriculum.next_tasks(4)
+    assembled = [t.uid for t in served[:5]]
+    assert {"t1", "t2"} <= set(assembled) and sum(uid.startswith("t1#prefix") for uid in assembled) == 3
+    assert all(t.uid.split("#")[0] not in ("t1", "t2", "t3") for t in served[5:])  # then the base fills in
+    clone = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), per_line=1.0, seed=0,
+                             iteration_steps=2)
+    clone.load_state_dict(curriculum.state_dict())
+    assert clone.steps == 2 and clone.harvest == curriculum.harvest
+
+
 def test_prefix_curriculum_state_round_trips():
     curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=1.0, seed=0)
     curriculum.observe([_group(_task(), [(ANSWER, 1.0), ("wrong", 0.0)])])

@@ -73,10 +73,11 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
         if cur.evolve.every:
             evolve = cur.evolve
             curriculum = EvolvingPromptPool(curriculum, evolve.every, evolve.fraction, evolve.old_fraction, seed)
-    if cur.prefixes.fraction > 0:
+    if cur.prefixes.fraction > 0 or cur.prefixes.iteration_steps:
         prefixes = cur.prefixes
         curriculum = PrefixCurriculum(curriculum, prefixes.fraction, prefixes.per_line, prefixes.decay,
-                                      prefixes.min_reward, prefixes.min_std, seed=seed)
+                                      prefixes.min_reward, prefixes.min_std, seed=seed,
+                                      iteration_steps=prefixes.iteration_steps)
     if cur.hints.fraction > 0:
         hints = cur.hints
         curriculum = HintCurriculum(curriculum, hints.column, hints.fraction, hints.share, hints.decay,

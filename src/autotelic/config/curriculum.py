@@ -68,9 +68,13 @@ class PrefixConfig:
     """A problem is cut when its best answer's reward reaches this."""
     min_std: float = 0.05
     """A problem is cut when its group's reward std reaches this (a group all right or all wrong is not)."""
+    iteration_steps: int = 0
+    """ReST-GRPO's iterations instead of the online mix: every this many steps, the problems whose groups spread
+    and the prefixes cut from them in those steps are assembled, shuffled, and served first for the next as many
+    steps (one epoch at most); 0: the online mix (``fraction`` of each step)."""
 
     def problems(self, key: str) -> list[str]:
-        return [*fraction(f"{key}.fraction", self.fraction),
+        return [*fraction(f"{key}.fraction", self.fraction), *count(f"{key}.iteration_steps", self.iteration_steps, 0),
                 *rule(self.per_line > 0, f"{key}.per_line", self.per_line, "be above 0"),
                 *fraction(f"{key}.decay", self.decay, open_low=True), *finite(f"{key}.min_reward", self.min_reward),
                 *at_least_zero(f"{key}.min_std", self.min_std)]

@@ -8,7 +8,11 @@ with replacement, with weight ``decay**(k - 1)``, so early cuts (long continuati
 defaults are theirs (0.05, 0.9, 0.5, 0.95).
 
 ``PrefixCurriculum`` wraps any curriculum: it harvests the best answers of the groups it observes and serves a
-share of each step's tasks from the prefixes it made.
+share of each step's tasks from the prefixes it made (the online mix). With ``iteration_steps`` K it follows
+ReST-GRPO's iterations instead: every K steps it assembles a training set from what the last K steps observed
+(the problems whose groups spread, and the prefixes cut from their best answers), shuffled, and serves it first
+for the next K steps (one epoch at most: what is left when the next set is assembled is dropped), the base
+curriculum filling the rest of each step; the first K steps draw from the base alone.
 """
 
 from __future__ import annotations
@@ -68,12 +72,24 @@ class PrefixCurriculum(DerivedTaskQueue):
     capacity: int = 256
     """Prefixes kept waiting at most; the oldest are forgotten first."""
     seed: int = 0
+    iteration_steps: int = 0
+    """ReST-GRPO iterations of this many steps (0: the online mix, ``fraction`` of each step)."""
     queue: deque[Task] = field(default_factory=deque)
     served: int = 0
+    harvest: list[Task] = field(default_factory=list)
+    """Iterations: the problems and prefixes this iteration observed, assembled into the next one's set."""
+    steps: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.rng = random.Random(f"prefixes/{self.seed}")
+
+    def next_tasks(self, count: int) -> list[Task]:
+        if not self.iteration_steps:
+            return super().next_tasks(count)
+        assembled = [self.queue.popleft() for _ in range(min(count, len(self.queue)))]
+        self.served += len(assembled)
+        return assembled + self.base.next_tasks(count - len(assembled))
 
     def observe(self, groups: list[Group]) -> dict[str, float]:
         original = [g for g in groups if not g.task.response_prefix]
@@ -82,11 +98,22 @@ class PrefixCurriculum(DerivedTaskQueue):
         for group in original:
             best = max(group.samples, key=lambda s: s.reward if s.reward is not None else float("-inf"))
             spread = statistics.pstdev(group.rewards) if len(group.samples) > 1 else 0.0
-            if best.reward is None or best.reward < self.min_reward or spread < self.min_std:
+            if spread < self.min_std:
                 continue
-            chosen = choose_prefixes(line_prefixes(best.text), self.per_line, self.decay, self.rng)
-            self.queue.extend(prefix_task(group.task, prefix) for prefix in chosen)
+            if self.iteration_steps:  # a problem whose group spreads is trained on again, solved or not
+                self.harvest.append(group.task)
+            if best.reward is None or best.reward < self.min_reward:
+                continue
+            chosen = [prefix_task(group.task, prefix)
+                      for prefix in choose_prefixes(line_prefixes(best.text), self.per_line, self.decay, self.rng)]
+            (self.harvest if self.iteration_steps else self.queue).extend(chosen)
             made += len(chosen)
+        self.steps += 1
+        if self.iteration_steps and self.steps % self.iteration_steps == 0:  # assemble the next iteration's set
+            self.rng.shuffle(self.harvest)
+            self.queue = deque(self.harvest[:self.capacity], maxlen=self.capacity)
+            self.harvest = []
+            metrics["prefix/assembled"] = float(len(self.queue))
         prefixed = [g for g in groups if g.task.response_prefix]
         rewards = [r for g in prefixed for r in g.rewards]
         metrics.update({"prefix/made": float(made), "prefix/queued": float(len(self.queue)),
@@ -96,8 +123,9 @@ class PrefixCurriculum(DerivedTaskQueue):
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.queue_state(), "rng": rng_state(self.rng)}
+        return {**self.queue_state(), "rng": rng_state(self.rng), "harvest": list(self.harvest), "steps": self.steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_queue_state(state)
         set_rng_state(self.rng, state["rng"])
+        self.harvest, self.steps = list(state["harvest"]), state["steps"]

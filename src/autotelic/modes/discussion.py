@@ -45,9 +45,11 @@ def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     if spec.advantage == "rae" or spec.name == "offline_dpo":
         problems.append(f"generate.mode=discussion trains each agent on its turns of this step's discussions: use "
                         f"another algorithm than {spec.name}")
-    if config.replay.name != "on_policy" or config.control.early_exit_probe or config.curriculum.prefixes.fraction:
+    prefixes = config.curriculum.prefixes
+    if (config.replay.name != "on_policy" or config.control.early_exit_probe or prefixes.fraction
+            or prefixes.iteration_steps):
         problems.append("generate.mode=discussion trains on whole fresh discussions: use replay.name=on_policy, "
-                        "no control.early_exit_probe and no curriculum.prefixes.fraction")
+                        "no control.early_exit_probe and no curriculum.prefixes (fraction, iteration_steps)")
     if config.curriculum.name in ("learnability", "regret"):
         problems.append(f"curriculum.name={config.curriculum.name} reads rewards as pass rates, which grades are "
                         "not: use uniform or sec with generate.mode=discussion")
