@@ -24,7 +24,7 @@ from autotelic.sandbox import check as check_sandbox
 from autotelic.sandbox import configure as configure_sandbox
 from autotelic.tasks.code import CODE_FAMILIES
 from autotelic.tasks.files import data_family, data_problems, is_data_family
-from autotelic.value_model import META_FILE as VALUE_META_FILE
+from autotelic.value_model import value_model_problem
 from autotelic.win_rate import prompts_problems
 
 # Rewards that compare against Task.answer (or hidden tests): meaningless on prompts an LLM wrote.
@@ -107,11 +107,9 @@ def model_problems(config: RunConfig) -> list[str]:
             paths[f"filter.rewards[{index}].options.model"] = str(model)
     problems = [problem for key, path in paths.items() if path is not None and not path.startswith(RANDOM_PREFIX)
                 if (problem := model_dir_problem(key, path)) is not None]
-    problems += [f"filter.rewards[{index}].options.model={reward.options.get('model')}: not a value model directory "
-                 f"(no {VALUE_META_FILE}); train one with `autotelic value RUN_DIR` (or value.enabled=true) and name "
-                 "its value_model directory" for index, reward in enumerate(config.filter.rewards)
-                 if reward.name == "process_value"
-                 and not (Path(str(reward.options.get("model", ""))).expanduser() / VALUE_META_FILE).is_file()]
+    problems += [f"filter.rewards[{index}].options.model={reward.options.get('model')}: {problem}"
+                 for index, reward in enumerate(config.filter.rewards) if reward.name == "process_value"
+                 if (problem := value_model_problem(Path(str(reward.options.get("model", ""))).expanduser()))]
     if config.model.chat_template is not None:
         try:
             read_chat_template(config.model.chat_template)

@@ -23,9 +23,18 @@ import torch
 from autotelic.backends.batching import left_pad
 from autotelic.backends.embedded import ModelFileError
 from autotelic.backends.hf import encode_chat, resolve_model_dir
+from autotelic.config.sections import LORA_TARGETS
 
 HEAD_FILE = "value_head.pt"
 META_FILE = "value_model.json"
+
+
+def value_model_problem(directory: Path) -> str | None:
+    """What keeps ``directory`` from being loaded as a value model, found from its files; None when it is one."""
+    if (directory / META_FILE).is_file():
+        return None
+    return (f"not a value model directory (no {META_FILE}); train one with `autotelic value RUN_DIR` (or "
+            "value.enabled=true) and name its value_model directory")
 
 
 class ValueHead(torch.nn.Module):
@@ -54,7 +63,6 @@ class ValueExample:
 
 
 BODIES = ("frozen", "lora", "full")
-LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 class ValueModel:
@@ -172,11 +180,10 @@ class ValueModel:
     @classmethod
     def load(cls, directory: str | Path) -> ValueModel:
         directory = Path(directory)
-        meta_path = directory / META_FILE
-        if not meta_path.is_file():
-            raise ModelFileError(f"{directory} is not a value model directory (no {META_FILE}); "
-                                 "train one with `autotelic value` or value.enabled=true")
-        meta = json.loads(meta_path.read_text())
+        problem = value_model_problem(directory)
+        if problem is not None:
+            raise ModelFileError(f"{directory}: {problem}")
+        meta = json.loads((directory / META_FILE).read_text())
         model = cls(meta["body"], system_prompt=meta["system_prompt"])
         model.head.load_state_dict(torch.load(directory / HEAD_FILE, weights_only=True))
         return model

@@ -14,6 +14,10 @@ from autotelic.config.rules import at_least_zero, band, count, filled, finite, f
 DEVICE = re.compile(r"cpu|auto|cuda(:\d+)?|mps")
 
 
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The attention and MLP projections of Llama/Qwen-style decoders: where LoRA adapters go by default."""
+
+
 @dataclass
 class ModelConfig:
     path: str | None = None
@@ -27,9 +31,7 @@ class ModelConfig:
     """LoRA scaling alpha (the update is scaled by alpha / r)."""
     lora_dropout: float = 0.0
     """Dropout on the LoRA branch's input."""
-    lora_targets: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    )
+    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
     """Module names that get LoRA adapters."""
     threads: int | None = None
     """torch intra-op threads, at most the cores this process may run on (its CPU affinity); None: all of them."""

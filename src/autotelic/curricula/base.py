@@ -37,7 +37,19 @@ def annotated(task: Task, note: str, *, before: bool, mark: str) -> Task:
                    meta={**task.meta, mark: True})
 
 
-class DerivedTaskQueue:
+class CurriculumWrapper:
+    """A curriculum over another one, ``base``, whose draw shares and pass-rate estimates are the base's."""
+
+    base: Curriculum
+
+    def mix(self) -> dict[str, float]:
+        return self.base.mix()
+
+    def estimated_pass_rate(self, task: Task) -> float:
+        return self.base.estimated_pass_rate(task)
+
+
+class DerivedTaskQueue(CurriculumWrapper):
     """A curriculum over another one, ``base``, that serves ``fraction`` of each step's tasks from a queue of
     tasks it derived from observed groups (newest first: derived from the current policy's groups) and the
     rest from ``base``. Subclasses are dataclasses with these fields; ``observe`` fills the queue."""
@@ -56,12 +68,6 @@ class DerivedTaskQueue:
         derived = [self.queue.pop() for _ in range(take)]
         self.served += take
         return derived + self.base.next_tasks(count - take)
-
-    def mix(self) -> dict[str, float]:
-        return self.base.mix()
-
-    def estimated_pass_rate(self, task: Task) -> float:
-        return self.base.estimated_pass_rate(task)
 
     def queue_state(self) -> dict[str, Any]:
         return {"base": self.base.state_dict(), "queue": list(self.queue), "served": self.served}

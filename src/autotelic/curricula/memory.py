@@ -20,7 +20,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotelic.curricula.base import Curriculum, annotated
+from autotelic.curricula.base import Curriculum, CurriculumWrapper, annotated
 from autotelic.curricula.rngstate import rng_state, set_rng_state
 from autotelic.types import Group, Task
 
@@ -44,7 +44,7 @@ def with_examples(task: Task, examples: list[tuple[str, str]]) -> Task:
 
 
 @dataclass
-class MemoryCurriculum:
+class MemoryCurriculum(CurriculumWrapper):
     base: Curriculum
     fraction: float = 0.5
     examples: int = 2
@@ -94,12 +94,6 @@ class MemoryCurriculum:
             if rewards:
                 metrics[f"memory/{name}_reward_mean"] = sum(rewards) / len(rewards)
         return metrics
-
-    def mix(self) -> dict[str, float]:
-        return self.base.mix()
-
-    def estimated_pass_rate(self, task: Task) -> float:
-        return self.base.estimated_pass_rate(task)
 
     def state_dict(self) -> dict[str, Any]:
         return {"base": self.base.state_dict(), "bank": list(self.bank.items()), "served": self.served,

@@ -19,8 +19,8 @@ AGGREGATES = ("min", "mean", "last")
 
 
 def step_prefixes(response: str, max_steps: int) -> list[str]:
-    """The response cut after each of its non-empty lines (the last cut is the whole response); with more lines
-    than ``max_steps``, ``max_steps`` cuts spread evenly, the last among them."""
+    """The response cut after each of its non-empty lines (the last cut holds all of them); with more lines than
+    ``max_steps``, ``max_steps`` cuts spread evenly, the last among them."""
     lines = response.splitlines(keepends=True)
     ends = [i + 1 for i, line in enumerate(lines) if line.strip()] or [len(lines)]
     if len(ends) > max_steps:
@@ -38,8 +38,8 @@ def process_scores(values: Callable[[list[tuple[str, str]]], list[float]], task:
     scores = iter(values([(task.prompt, prefix) for steps in cuts for prefix in steps]))
     per_answer = [[next(scores) for _ in steps] for steps in cuts]
     if aggregate == "mean":
-        return [sum(values) / len(values) for values in per_answer]
-    return [min(values) for values in per_answer]  # "last" has one value each
+        return [sum(answer) / len(answer) for answer in per_answer]
+    return [min(answer) for answer in per_answer]  # "last" has one value each
 
 
 class ProcessValueReward:
