@@ -2,6 +2,7 @@
 generations. The evolver's model calls are scripted here; the real model evolves prompts in the slow run."""
 
 import pytest
+import torch
 from scripted import ScriptedBackend
 
 from autotelic.algorithms import get_algorithm
@@ -9,7 +10,9 @@ from autotelic.curricula import PromptPoolCurriculum
 from autotelic.curricula.evolve import (
     EvolvingPromptPool,
     PromptEvolver,
+    Rewrite,
     clean_prompt,
+    creator_groups,
     evolve_message,
     generation_of,
     split_instruction,
@@ -150,3 +153,63 @@ def test_test_time_training_draws_the_heldout_prompts_and_refuses_labelled_rewar
     with pytest.raises(TrainingError, match="test_time trains on the held-out prompts, so reward 'math_verify'"):
         check_combination(load_config(None, ["curriculum.name=test_time", "filter.rewards=[{name: math_verify}]"]),
                           get_algorithm("grpo"))
+
+
+def test_creator_groups_reward_each_rewrite_with_the_solvers_informativeness_on_its_child():
+    seed, other = _task(1), _task(2)
+    reply = Sample("x", [5], [-0.1], True)
+    rewrites = [Rewrite(seed, [0], reply, _task(10)), Rewrite(seed, [0], reply, None),  # rejected: 0
+                Rewrite(seed, [0], reply, _task(11)),  # not yet drawn: left out
+                Rewrite(other, [1], reply, _task(12))]  # alone in its group: nothing to compare with
+    scores = {"add/10": 0.75, "add/11": None, "add/12": 1.0}
+    [group] = creator_groups(rewrites, scores.get)
+    assert group.task == seed and group.prompt_ids == [0] and group.rewards == [0.75, 0.0]
+    assert group.samples[0].token_ids == [5] and group.samples[0].logprobs == [-0.1]
+
+
+def test_a_trained_creator_learns_from_its_rewrites_at_the_next_evolution_and_resumes():
+    """The real (tiny, random) model writes the rewrites and takes the update; informativeness is set by hand."""
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import AlgorithmConfig, ModelConfig
+    from autotelic.update import SideLearner
+
+    def creator(seed: int) -> SideLearner:
+        model = HFPolicy(ModelConfig(path="random:qwen2-tiny", lora=False, threads=1), lr=1e-2, seed=seed)
+        return SideLearner(model, get_algorithm("rloo"), AlgorithmConfig(name="rloo"), 1.0, 8)
+
+    def pool(learner: SideLearner) -> EvolvingPromptPool:
+        eva = EvolvingPromptPool(PromptPoolCurriculum([_task(i) for i in range(4)], NO_HELDOUT, seed=0, metric="gap"),
+                                 every=1, fraction=0.5, old_fraction=0.0, seed=0)
+        eva.attach(PromptEvolver(learner.policy, variants=4, max_new_tokens=8, min_chars=1, grouped=True), learner)
+        return eva
+
+    learner = creator(0)
+    eva = pool(learner)
+    tasks = eva.next_tasks(4)
+    metrics = eva.observe([_group(t, [0.0, 1.0]) for t in tasks])  # every gap 1: two seeds, 4 rewrites each
+    assert "creator/groups" not in metrics  # nothing measured yet: the creator waits for the solver
+    assert len(eva.rewrites) == 8 and len({tuple(r.prompt_ids) for r in eva.rewrites}) == 2  # one request per seed
+    children = [r.child for r in eva.rewrites if r.child is not None]
+    assert children, "the model's replies should include a usable line"
+    # the solver disagrees on the first child of each seed only: the rewrites of one request differ in reward
+    parents = {c.meta["parent"] for c in children}
+    measured = {seed: next(c for c in children if c.meta["parent"] == seed) for seed in parents}
+    before = {k: v.clone() for k, v in learner.policy.trainable_state().items()}
+    metrics = eva.observe([_group(c, [0.0, 1.0] if c in measured.values() else [1.0, 1.0]) for c in children])
+    assert metrics["creator/groups"] >= 1 and "creator/loss" in metrics and learner.policy.version == 1
+    assert any(not torch.equal(before[k], v) for k, v in learner.policy.trainable_state().items())
+    # a resume restores the creator's weights and optimizer and the rewrites still waiting for their rewards
+    state = eva.state_dict()
+    restored_learner = creator(1)
+    restored = pool(restored_learner)
+    restored.load_state_dict(state)
+    assert restored_learner.policy.version == 1 and [r.reply.text for r in restored.rewrites] == \
+        [r.reply.text for r in eva.rewrites]
+    assert all(torch.equal(v, learner.policy.trainable_state()[k])
+               for k, v in restored_learner.policy.trainable_state().items())
+
+
+def test_training_the_evolver_needs_a_model_of_its_own():
+    with pytest.raises(Exception, match="curriculum.evolve.train trains the evolver as a model of its own"):
+        load_config(None, ["curriculum.name=regret", "curriculum.evolve.every=1", "curriculum.evolve.train=true",
+                           "curriculum.evolve.model=policy", "filter.rewards=[{name: majority_vote}]"])

@@ -140,7 +140,7 @@ def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and
         "curriculum.name=regret", "curriculum.pool_size=8", "curriculum.evolve.every=1", "curriculum.evolve.variants=2",
         "curriculum.evolve.fraction=0.5", "curriculum.evolve.max_new_tokens=24", "algorithm.name=rloo",
         "filter.rewards=[{name: majority_vote}]", "filter.drop_zero_variance=false", "generate.temperature=1.0",
-        "train.checkpoint_every=1", "eval.win_rate.max_new_tokens=8"], recipe="eva")
+        "train.checkpoint_every=1", "eval.win_rate.max_new_tokens=8", "curriculum.evolve.train=true"], recipe="eva")
     run_dir = tmp_path / "eva"
     events = [json.loads(line) for line in (run_dir / "population.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events] == [1, 2]
@@ -155,6 +155,8 @@ def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and
         assert child["generation"] == 1 and child["operation"] in ("harder", "specific", "topic")
         assert child["parent_informativeness"] == seeds[child["parent_uid"]]
     assert steps[0]["creator/validity"] == len(children) / (len(children) + steps[0]["evolve/rejected"])
+    # the trained creator: its update comes at the 2nd evolution, on the rewrites of the 1st
+    assert "creator/groups" not in steps[0] and "creator/groups" in steps[1]
     assert {d["uid"] for d in events[1]["drawn"]} <= {c["uid"] for c in events[0]["children"]}  # as they fared
     assert events[1]["drawn"] and all(d["generation"] == 1 for d in events[1]["drawn"])
     assert 0 <= steps[1]["guard/prompt_novelty"] <= 1  # the guardrails measured the evolved prompts drawn

@@ -18,6 +18,13 @@ class Stateful(Protocol):
 
 
 @runtime_checkable
+class Learns(Stateful, Protocol):
+    """A model that trains beside the policy on groups of its own (eva's creator on its rewrites)."""
+
+    def update(self, groups: list[Any]) -> dict[str, float]: ...
+
+
+@runtime_checkable
 class Publishes(Protocol):
     """Generates from its own copies of the weights (Ray rollout workers), which take the policy's on publish."""
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
+from autotelic.abilities import Learns
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends import PolicyBackend
 from autotelic.backends.hf import HFPolicy, role_backend
@@ -40,6 +41,7 @@ from autotelic.rollout.pipeline import RolloutPipeline
 from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
 from autotelic.sandbox import configure as configure_sandbox
 from autotelic.types import Task
+from autotelic.update import SideLearner
 
 if TYPE_CHECKING:  # the FSDP group (and torch.distributed) load only when dist.train_workers asks
     from autotelic.dist.fsdp import FSDPTrainGroup
@@ -108,10 +110,20 @@ def build_generation(config: RunConfig, policy: HFPolicy) -> PolicyBackend:
     return build_vllm_generation_policy(config.vllm, policy) if in_process_vllm else policy
 
 
-def build_evolver(config: RunConfig, policy: PolicyBackend) -> PromptEvolver:
-    evolve = config.curriculum.evolve
-    backend = role_backend(evolve.model, policy, config.model, config.train.seed, {})
-    return PromptEvolver(backend, list(evolve.operations), evolve.variants, evolve.temperature, evolve.max_new_tokens)
+def build_evolver(config: RunConfig, policy: PolicyBackend,
+                  spec: AlgorithmSpec) -> tuple[PromptEvolver, Learns | None]:
+    """eva's evolver, and with ``curriculum.evolve.train`` the learner that trains it (its own copy of its model)."""
+    evolve, algo = config.curriculum.evolve, config.algorithm
+    if evolve.train:
+        settings = config.model if evolve.model == "base" else replace(config.model, path=evolve.model)
+        backend = HFPolicy(settings, lr=algo.lr, weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm,
+                           seed=config.train.seed + 1000)  # apart from the agents' seeds
+        creator = SideLearner(backend, spec, algo, evolve.temperature, evolve.max_new_tokens)
+    else:
+        backend, creator = role_backend(evolve.model, policy, config.model, config.train.seed, {}), None
+    evolver = PromptEvolver(backend, list(evolve.operations), evolve.variants, evolve.temperature,
+                            evolve.max_new_tokens, grouped=evolve.train)
+    return evolver, creator
 
 
 def build_scorer(config: RunConfig, policy: PolicyBackend | None) -> Scorer:

@@ -71,8 +71,8 @@ class RunCheckpoints:
         name; ``extra``: what the trainer keeps itself (rollouts collected ahead, the FSDP optimizer)."""
         self.writer.save(state.step, {
             "state": copy.deepcopy(state.__dict__),
-            **agent_state(agents[0]),
-            "agents": [agent_state(agent) for agent in agents[1:]],  # CoMAS: the other agents
+            **agents[0].training_state(),
+            "agents": [agent.training_state() for agent in agents[1:]],  # CoMAS: the other agents
             **{name: copy.deepcopy(part.state_dict()) for name, part in parts.items()},
             "torch_rng": torch.get_rng_state(),
             "logs": {name: _size(self.run_dir / name) for name in STEP_LOGS},
@@ -104,20 +104,12 @@ def load_payload(payload: dict[str, Any], agents: list[HFPolicy], parts: dict[st
     if len(others) != len(agents) - 1:
         raise TrainingError(f"the checkpoint holds {len(others) + 1} agents, the config {len(agents)}")
     for agent, saved in zip(agents, [payload, *others]):
-        agent.load_trainable_state(saved["trainable"])
-        agent.optimizer.load_state_dict(saved["optimizer"])
-        agent.version = saved["policy_version"]
-        agent.generator.set_state(saved["generator"])
+        agent.load_training_state(saved)
     for name, part in parts.items():
         if payload.get(name) is not None:
             part.load_state_dict(payload[name])
     torch.set_rng_state(payload["torch_rng"])
     return TrainState(**payload["state"])
-
-
-def agent_state(policy: HFPolicy) -> dict[str, Any]:
-    return {"trainable": policy.trainable_state(), "optimizer": policy.optimizer.state_dict(),
-            "policy_version": policy.version, "generator": policy.generator.get_state()}
 
 
 def _size(path: Path) -> int:

@@ -33,7 +33,7 @@ from autotelic.run_evaluation import RunEvaluation
 from autotelic.run_log import group_metrics, worker_metrics, worker_pools, write_step_logs
 from autotelic.run_state import RunCheckpoints, TrainState, load_payload, new_run_dir, run_config_path
 from autotelic.types import Group
-from autotelic.update import RoleBaselines, dataset_pairs, dpo_update, load_pairs, policy_gradient_update, rollout_pairs
+from autotelic.update import RoleBaselines, dataset_pairs, dpo_update, load_pairs, train_on_groups
 
 if TYPE_CHECKING:
     from autotelic.dist.fsdp import FSDPTrainGroup
@@ -59,7 +59,7 @@ class Trainer:
         self.agents = build_agents(config)  # the models load last: bad settings fail before they are read
         self.policy = self.agents[0]
         if isinstance(self.curriculum, EvolvingPromptPool):
-            self.curriculum.attach(build_evolver(config, self.policy))
+            self.curriculum.attach(*build_evolver(config, self.policy, self.spec))
         self.generation = build_generation(config, self.policy)
         self.pipeline = build_pipeline(config, self.policy, self.curriculum, self.heldout, self.agents, self.generation)
         self.train_group = build_train_group(config, self.spec) if config.dist.train_workers else None
@@ -144,10 +144,8 @@ class Trainer:
         if self.train_group is not None:
             return self._on_ranks(lambda ranks: ranks.update(batch, config.generate.temperature,
                                                              config.control.max_new_tokens))
-        if self.spec.kind == "dpo":
-            return dpo_update(policy, rollout_pairs(batch), config.algorithm)
-        return policy_gradient_update(policy, batch, self.spec, config.algorithm, config.generate.temperature,
-                                      config.control.max_new_tokens, self.baselines)
+        return train_on_groups(policy, batch, self.spec, config.algorithm, config.generate.temperature,
+                               config.control.max_new_tokens, self.baselines)
 
     def _offline_dpo_step(self, started: float) -> dict[str, float]:
         """Offline DPO: the next ``tasks_per_step`` pairs of the dataset (reshuffled every epoch)."""

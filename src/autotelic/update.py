@@ -31,6 +31,7 @@ from autotelic.algorithms import (
     turn_advantages,
 )
 from autotelic.backends import PolicyBackend
+from autotelic.backends.hf import HFPolicy
 from autotelic.config import AlgorithmConfig
 from autotelic.types import Group, Sample
 
@@ -284,6 +285,37 @@ def dpo_update(policy: PolicyBackend, pairs: list[PreferencePair], algo: Algorit
         totals.update({f"train/{k}": v for k, v in policy.optimizer_step().items()})
     totals["train/pairs"] = float(len(pairs))
     return dict(totals)
+
+
+def train_on_groups(policy: PolicyBackend, groups: list[Group], spec: AlgorithmSpec, algo: AlgorithmConfig,
+                    temperature: float, max_new_tokens: int,
+                    baselines: RoleBaselines | None = None) -> dict[str, float]:
+    """One update of ``policy`` by the run's algorithm: DPO on each group's best and worst answers, else the
+    policy gradient on every sample."""
+    if spec.kind == "dpo":
+        return dpo_update(policy, rollout_pairs(groups), algo)
+    return policy_gradient_update(policy, groups, spec, algo, temperature, max_new_tokens, baselines)
+
+
+@dataclass
+class SideLearner:
+    """A model trained beside the policy on groups of its own (eva's creator on its rewrites): the run's
+    algorithm, its own optimizer; the part that holds it checkpoints it."""
+
+    policy: HFPolicy
+    spec: AlgorithmSpec
+    algo: AlgorithmConfig
+    temperature: float  # the one it samples at, for the importance ratio
+    max_new_tokens: int
+
+    def update(self, groups: list[Group]) -> dict[str, float]:
+        return train_on_groups(self.policy, groups, self.spec, self.algo, self.temperature, self.max_new_tokens)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.policy.training_state()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_training_state(state)
 
 
 def pairs_from_rollouts(rows: list[dict]) -> list[dict[str, str]]:

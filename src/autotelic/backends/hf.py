@@ -20,6 +20,7 @@ import warnings
 from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -309,6 +310,17 @@ class HFPolicy:
 
             return get_peft_model_state_dict(self.model)
         return self.model.state_dict()
+
+    def training_state(self) -> dict[str, Any]:
+        """What a resume needs to continue training this model exactly: weights, optimizer, version, sampler."""
+        return {"trainable": self.trainable_state(), "optimizer": self.optimizer.state_dict(),
+                "policy_version": self.version, "generator": self.generator.get_state()}
+
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        self.load_trainable_state(state["trainable"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = state["policy_version"]
+        self.generator.set_state(state["generator"])
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
         mismatch = _state_mismatch(state, self.trainable_state())

@@ -43,13 +43,21 @@ class EvolveConfig:
     """Sampling temperature of the evolver's rewrites."""
     max_new_tokens: int = 64
     """Tokens a rewritten prompt may take at most."""
+    train: bool = False
+    """Train the evolver too (eva's creator as a learner): each seed is rewritten ``variants`` times from one request,
+    each rewrite rewarded with the solver's informativeness on it (0 when rejected), and at the next evolution the
+    evolver takes an update on them by the run's algorithm, with its own optimizer; needs an evolver of its own
+    (``model`` base or a directory). Checkpointed with the curriculum."""
 
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.every", self.every, 0), *fraction(f"{key}.fraction", self.fraction, open_low=True),
                 *count(f"{key}.variants", self.variants), *fraction(f"{key}.old_fraction", self.old_fraction),
                 *filled(f"{key}.model", self.model), *filled(f"{key}.operations", self.operations),
                 *positive(f"{key}.temperature", self.temperature),
-                *count(f"{key}.max_new_tokens", self.max_new_tokens)]
+                *count(f"{key}.max_new_tokens", self.max_new_tokens),
+                *([f"{key}.train trains the evolver as a model of its own, but {key}.model=policy is the solver: "
+                   f"set {key}.model=base (a copy of the starting model) or a model directory"]
+                  if self.train and self.model == "policy" else [])]
 
 
 @dataclass

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotelic.abilities import Learns
 from autotelic.backends import PolicyBackend
 from autotelic.curricula.regret import (
     EmptyPoolError,
@@ -32,7 +33,7 @@ from autotelic.curricula.regret import (
 )
 from autotelic.curricula.rngstate import rng_state, set_rng_state
 from autotelic.guardrails import CREATOR_VALIDITY
-from autotelic.types import Group, Task
+from autotelic.types import Group, Sample, Task
 
 # Each operation: the instruction, and one demonstration (task, rewrite) so a small model sees the form.
 OPERATIONS: dict[str, tuple[str, str, str]] = {
@@ -92,8 +93,27 @@ def generation_of(task: Task) -> int:
 
 
 @dataclass
+class Rewrite:
+    """One reply of the evolver: the seed it rewrote, the prompt it was asked (token ids), what it wrote, and the
+    child task it became (None: rejected). Rewrites of one seed from one prompt form a group for the creator."""
+
+    seed: Task
+    prompt_ids: list[int]
+    reply: Sample
+    child: Task | None
+
+    @staticmethod
+    def from_dict(state: dict[str, Any]) -> Rewrite:
+        child = state["child"]
+        return Rewrite(Task(**state["seed"]), state["prompt_ids"], Sample(**state["reply"]),
+                       None if child is None else Task(**child))
+
+
+@dataclass
 class PromptEvolver:
-    """Rewrites seed tasks into new ones with an LLM; each seed gets ``variants`` rewrites, operations in turn."""
+    """Rewrites seed tasks into new ones with an LLM; each seed gets ``variants`` rewrites, operations in turn
+    (``grouped``: one operation per seed, in turn over the seeds, and ``variants`` samples of that one prompt, so
+    a trained creator can compare its rewrites of the same request)."""
 
     backend: PolicyBackend
     operations: list[str] = field(default_factory=lambda: list(OPERATIONS))
@@ -102,6 +122,7 @@ class PromptEvolver:
     max_new_tokens: int = 64
     min_chars: int = 8
     max_chars: int = 400
+    grouped: bool = False
 
     def __post_init__(self) -> None:
         unknown = unknown_operation(self.operations)
@@ -110,35 +131,69 @@ class PromptEvolver:
 
     def evolve(self, seeds: list[Task], generation: int) -> tuple[list[Task], int]:
         """New tasks from ``seeds`` and how many replies were rejected (empty, too long, copies)."""
-        jobs = [(seed, self.operations[(i + j) % len(self.operations)])
-                for i, seed in enumerate(seeds) for j in range(self.variants)]
+        rewrites = self.rewrite(seeds, generation)
+        children = [r.child for r in rewrites if r.child is not None]
+        return children, len(rewrites) - len(children)
+
+    def rewrite(self, seeds: list[Task], generation: int) -> list[Rewrite]:
+        """Every reply to ``seeds``, with the child task it became or None when it was rejected."""
+        ops = self.operations
+        if self.grouped:
+            jobs, samples = [(seed, ops[i % len(ops)]) for i, seed in enumerate(seeds)], self.variants
+        else:
+            jobs, samples = [(seed, ops[(i + j) % len(ops)]) for i, seed in enumerate(seeds)
+                             for j in range(self.variants)], 1
         if not jobs:
-            return [], 0
+            return []
         parts = {seed.uid: split_instruction(seed.prompt) for seed, _ in jobs}
         prompts = [self.backend.encode_prompt(evolve_message(parts[seed.uid][0], op), REPLY_PREFIX)
                    for seed, op in jobs]
-        outputs = self.backend.generate(prompts, 1, self.max_new_tokens, self.temperature,
+        outputs = self.backend.generate(prompts, samples, self.max_new_tokens, self.temperature,
                                         stop_token_ids=self.backend.token_ids_containing("\n"))  # one line: one task
-        children, seen = [], set()
-        for (seed, op), [completion] in zip(jobs, outputs):
+        rewrites, seen = [], set()
+        for (seed, op), prompt_ids, completions in zip(jobs, prompts, outputs):
             task, instruction = parts[seed.uid]
-            text = clean_prompt(self.backend.decode(completion.token_ids), task, self.min_chars, self.max_chars)
-            if text is None or text in seen:
-                continue
-            seen.add(text)
-            text = f"{text} {instruction}" if instruction else text
-            uid = "evo/" + hashlib.sha1(text.encode()).hexdigest()[:12]
-            meta = {**seed.meta, "created_by": "evolver", "parent": seed.uid, "parent_prompt": seed.prompt,
-                    "generation": generation, "operation": op}
-            children.append(dataclasses.replace(seed, prompt=text, answer="", uid=uid, meta=meta, response_prefix=""))
-        return children, len(jobs) - len(children)
+            for completion in completions:
+                reply = self.backend.decode(completion.token_ids)
+                text = clean_prompt(reply, task, self.min_chars, self.max_chars)
+                child = None
+                if text is not None and text not in seen:
+                    seen.add(text)
+                    child = self._child(seed, f"{text} {instruction}" if instruction else text, op, generation)
+                rewrites.append(Rewrite(seed, prompt_ids, Sample(reply, list(completion.token_ids),
+                                                                 list(completion.logprobs), completion.finished),
+                                        child))
+        return rewrites
+
+    @staticmethod
+    def _child(seed: Task, prompt: str, operation: str, generation: int) -> Task:
+        uid = "evo/" + hashlib.sha1(prompt.encode()).hexdigest()[:12]
+        meta = {**seed.meta, "created_by": "evolver", "parent": seed.uid, "parent_prompt": seed.prompt,
+                "generation": generation, "operation": operation}
+        return dataclasses.replace(seed, prompt=prompt, answer="", uid=uid, meta=meta, response_prefix="")
+
+
+def creator_groups(rewrites: list[Rewrite], informativeness: Callable[[str], float | None]) -> list[Group]:
+    """The creator's training groups: its rewrites of each (seed, prompt), each rewarded with the solver's
+    informativeness on the child it became, 0 when it was rejected; a child the solver has not yet been asked
+    is left out, and so is a group with fewer than two rewards."""
+    groups: dict[tuple[str, tuple[int, ...]], Group] = {}
+    for rewrite in rewrites:
+        reward = 0.0 if rewrite.child is None else informativeness(rewrite.child.uid)
+        if reward is None:
+            continue
+        key = (rewrite.seed.uid, tuple(rewrite.prompt_ids))
+        group = groups.setdefault(key, Group(rewrite.seed, rewrite.prompt_ids, []))
+        group.samples.append(dataclasses.replace(rewrite.reply, reward=reward))
+    return [g for g in groups.values() if len(g.samples) >= 2]
 
 
 class EvolvingPromptPool:
     """A ``PromptPoolCurriculum`` whose prompts evolve (see the module docstring).
 
     The evolver is attached once a model is loaded (``attach``); until then, and with ``every=0`` (the
-    fixed-pool ablation), this is the plain prompt pool.
+    fixed-pool ablation), this is the plain prompt pool. With a ``creator`` (``curriculum.evolve.train``) the
+    evolver learns too: at each evolution, from its previous one's rewrites (``creator_groups``).
     """
 
     def __init__(self, pool: PromptPoolCurriculum, every: int, fraction: float, old_fraction: float, seed: int):
@@ -147,6 +202,8 @@ class EvolvingPromptPool:
                              f"got every={every}, fraction={fraction}, old_fraction={old_fraction}")
         self.pool, self.every, self.fraction, self.old_fraction = pool, every, fraction, old_fraction
         self.evolver: PromptEvolver | None = None
+        self.creator: Learns | None = None
+        self.rewrites: list[Rewrite] = []  # the last evolution's, waiting for the solver to measure them
         self.rng = random.Random(f"{seed}/evolve")
         self.generation = 0
         self.rounds = 0
@@ -154,8 +211,8 @@ class EvolvingPromptPool:
         self.drawn_evolved = self.drawn = 0  # this round's draws, for the evolved-share metric
         self.events: list[dict[str, Any]] = []  # evolutions not yet written to the population log
 
-    def attach(self, evolver: PromptEvolver) -> None:
-        self.evolver = evolver
+    def attach(self, evolver: PromptEvolver, creator: Learns | None = None) -> None:
+        self.evolver, self.creator = evolver, creator
 
     def next_tasks(self, count: int) -> list[Task]:
         if self.generation == 0:
@@ -191,17 +248,23 @@ class EvolvingPromptPool:
         return metrics
 
     def _evolve(self) -> dict[str, float]:
+        metrics = self._train_creator()
         entries = [self.pool.pool[uid] for uid in self.recent if self.pool.pool[uid].score is not None]
         self.recent = []
-        if not entries:
-            return {"evolve/children": 0.0, "evolve/rejected": 0.0}  # nothing was asked of the creator
+        if not entries:  # nothing was asked of the creator
+            return {**metrics, "evolve/children": 0.0, "evolve/rejected": 0.0}
         weights = minmax_weights([e.score for e in entries])
         picked = sample_without_replacement(weights, max(1, round(self.fraction * len(entries))), self.rng)
         seeds = [entries[i] for i in picked]
-        children, rejected = self.evolver.evolve([e.task for e in seeds], self.generation + 1)
-        written = len(children)
-        children = self.pool.add(children)  # a copy of a pool prompt or of a held-out one is dropped
-        rejected += written - len(children)
+        rewrites = self.evolver.rewrite([e.task for e in seeds], self.generation + 1)
+        # a copy of a pool prompt or of a held-out one is dropped: a rejected rewrite
+        children = self.pool.add([r.child for r in rewrites if r.child is not None])
+        added = {c.uid for c in children}
+        rewrites = [r if r.child is None or r.child.uid in added else dataclasses.replace(r, child=None)
+                    for r in rewrites]
+        rejected = len(rewrites) - len(children)
+        if self.creator is not None:
+            self.rewrites = rewrites
         if children:  # a generation that produced nothing new keeps drawing from the current one
             self.generation += 1
         parents = {e.task.uid: e.score for e in seeds}
@@ -219,8 +282,27 @@ class EvolvingPromptPool:
                        "pass_rate": e.pass_rate} for e in entries if generation_of(e.task) > 0],
             "informativeness_by_generation": self.informativeness_by_generation(),
         })
-        return {"evolve/children": float(len(children)), "evolve/rejected": float(rejected),
+        return {**metrics, "evolve/children": float(len(children)), "evolve/rejected": float(rejected),
                 CREATOR_VALIDITY: len(children) / max(1, len(children) + rejected)}
+
+    def _train_creator(self) -> dict[str, float]:
+        """The creator's update on its last evolution's rewrites, rewarded with the solver's informativeness on
+        them by now (groups whose rewards all agree teach nothing and are skipped)."""
+        if self.creator is None or not self.rewrites:
+            return {}
+        groups = creator_groups(self.rewrites, self._informativeness)
+        self.rewrites = []
+        rewards = [s.reward for g in groups for s in g.samples]
+        metrics = {"creator/groups": float(len(groups)), "creator/reward_mean": sum(rewards) / max(1, len(rewards))}
+        spread = [g for g in groups if max(g.rewards) > min(g.rewards)]
+        if spread:
+            update = self.creator.update(spread)
+            metrics.update({f"creator/{k.removeprefix('train/')}": v for k, v in update.items()})
+        return metrics
+
+    def _informativeness(self, uid: str) -> float | None:
+        entry = self.pool.pool.get(uid)
+        return None if entry is None else entry.score
 
     def informativeness_by_generation(self) -> dict[str, float]:
         """Mean latest informativeness of the observed prompts of each generation."""
@@ -242,10 +324,15 @@ class EvolvingPromptPool:
         return self.pool.estimated_pass_rate(task)
 
     def state_dict(self) -> dict[str, Any]:
+        creator = {} if self.creator is None else {"creator": self.creator.state_dict()}
         return {"pool": self.pool.state_dict(), "generation": self.generation, "rounds": self.rounds,
-                "recent": list(self.recent), "rng": rng_state(self.rng)}
+                "recent": list(self.recent), "rng": rng_state(self.rng),
+                "rewrites": [dataclasses.asdict(r) for r in self.rewrites], **creator}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.pool.load_state_dict(state["pool"])
         self.generation, self.rounds, self.recent = state["generation"], state["rounds"], list(state["recent"])
         set_rng_state(self.rng, state["rng"])
+        self.rewrites = [Rewrite.from_dict(r) for r in state.get("rewrites", [])]
+        if self.creator is not None:
+            self.creator.load_state_dict(state["creator"])
