@@ -3,7 +3,9 @@ training against its no-evolution ablation at the same budget.
 
 Arms (each recipe as shipped in recipes/, then its ablation):
 - eva: prompts evolved by the creator (a frozen copy of the starting model) vs a fixed prompt pool
-  (curriculum.evolve.every=0); eva-dpo the same with DPO on best-vs-worst pairs instead of RLOO;
+  (curriculum.evolve.every=0); eva-dpo the same with DPO on best-vs-worst pairs instead of RLOO; with
+  ``--train-creator`` a third arm whose creator learns from the solver's informativeness on its rewrites
+  (curriculum.evolve.train=true), compared with the shipped frozen creator;
 - ttrl: majority vote plus EVOL-RL's novelty bonus vs majority vote alone (TTRL), both label-free and both
   test-time: they train on the evaluation prompts themselves (without answers), so their accuracy is
   labelled "test-time (trained on the evaluation prompts)", never held-out;
@@ -27,6 +29,7 @@ Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed,
 
     python bench/self_evolution.py                                   # every recipe, 20 steps, 3 seeds
     python bench/self_evolution.py --recipes eva ttrl --steps 10 --heldout 100
+    python bench/self_evolution.py --recipes eva --train-creator --steps 20 --parallel
 Prints a row per arm and seed, writes bench/results/self_evolution-*.json and, last, one comparison line
 per recipe (recipe minus ablation, points, 95% interval).
 """
@@ -57,6 +60,7 @@ ABLATIONS: dict[str, tuple[str, ...]] = {
     "spiral": ("selfplay.opponent=frozen",),
 }
 ABLATION_GROUP = 8  # agent0's ablation: answers per fixed prompt
+EVOLVING = ("eva", "eva-dpo")  # recipes whose creator can learn (--train-creator)
 
 
 def arms_of(recipe: str, budget: Budget) -> tuple[Arm, Arm]:
@@ -113,6 +117,8 @@ def measure(recipe: str, runs: list[ArmRun]) -> Measure:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipes", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS))
+    parser.add_argument("--train-creator", action="store_true",
+                        help="eva recipes: also an arm whose creator learns, compared with the frozen one")
     add_budget_arguments(parser, steps=20, max_minutes=60.0, heldout=200)
     args = parser.parse_args()
     budget = budget_from(args)
@@ -125,7 +131,13 @@ def main() -> None:
             ablation = matched(ablation, first)
             these = first + run_arms([ablation], budget, runs_dir)
         else:
-            these = run_arms([shipped, ablation], budget, runs_dir)
+            trained = [Arm(f"{recipe}-trained-creator", ("curriculum.evolve.train=true",), shipped.recipe)
+                       ] if args.train_creator and recipe in EVOLVING else []
+            these = run_arms([shipped, ablation, *trained], budget, runs_dir)
+            if trained:
+                comparisons.append(compare(f"{recipe}_trained_creator_vs_frozen",
+                                           measure(recipe, [r for r in these if r.arm == shipped]),
+                                           measure(recipe, [r for r in these if r.arm == trained[0]])))
         if recipe == "spiral":
             extra |= {(run.arm.name, run.seed): {"win_rate_vs_base": spiral_wins(run, budget),
                                                  "note": "accuracy: legal opening moves, saturated, not compared"}
