@@ -93,14 +93,20 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
     return curriculum
 
 
+def _trained_model(config: RunConfig, path: str | None, seed: int, stop_repeats: int = 0) -> HFPolicy:
+    """A model that trains with the run's optimizer settings: the model settings at ``path`` (None: model.path)."""
+    algo = config.algorithm
+    return HFPolicy(config.model if path is None else replace(config.model, path=path), lr=algo.lr,
+                    weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm, seed=seed,
+                    stop_repeats=stop_repeats)
+
+
 def build_agents(config: RunConfig) -> list[HFPolicy]:
     """The models that train: the policy, and in CoMAS's discussions one more per agent (seeded apart, each on
     the model the mode names for it, ``model.path`` by default)."""
-    algo, mode = config.algorithm, get_mode(config.generate.mode)
+    mode = get_mode(config.generate.mode)
     paths = [mode.agent_model(config, index) for index in range(mode.agents(config))]
-    return [HFPolicy(config.model if path is None else replace(config.model, path=path), lr=algo.lr,
-                     weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm, seed=config.train.seed + index,
-                     stop_repeats=config.control.stop_repeats)
+    return [_trained_model(config, path, config.train.seed + index, config.control.stop_repeats)
             for index, path in enumerate(paths)]
 
 
@@ -113,12 +119,10 @@ def build_generation(config: RunConfig, policy: HFPolicy) -> PolicyBackend:
 def build_evolver(config: RunConfig, policy: PolicyBackend,
                   spec: AlgorithmSpec) -> tuple[PromptEvolver, Learns | None]:
     """eva's evolver, and with ``curriculum.evolve.train`` the learner that trains it (its own copy of its model)."""
-    evolve, algo = config.curriculum.evolve, config.algorithm
-    if evolve.train:
-        settings = config.model if evolve.model == "base" else replace(config.model, path=evolve.model)
-        backend = HFPolicy(settings, lr=algo.lr, weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm,
-                           seed=config.train.seed + 1000)  # apart from the agents' seeds
-        creator = SideLearner(backend, spec, algo, evolve.temperature, evolve.max_new_tokens)
+    evolve = config.curriculum.evolve
+    if evolve.train:  # seeded apart from the agents
+        backend = _trained_model(config, None if evolve.model == "base" else evolve.model, config.train.seed + 1000)
+        creator = SideLearner(backend, spec, config.algorithm, evolve.temperature, evolve.max_new_tokens)
     else:
         backend, creator = role_backend(evolve.model, policy, config.model, config.train.seed, {}), None
     evolver = PromptEvolver(backend, list(evolve.operations), evolve.variants, evolve.temperature,
