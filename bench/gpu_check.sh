@@ -26,19 +26,26 @@ d = '$models/smollm2-135m-instruct'; torch.manual_seed(0)
 AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d)).save_pretrained(d)
 print('random-weight SmolLM2-135M shape built in', d)"
 fi
-step() {  # step NAME SECONDS COMMAND...: its output to $OUT/NAME.log and the terminal, its exit code noted
+step() {  # step NAME SECONDS COMMAND...: its output appended to $OUT/gpu_check.log and shown, its exit code noted
   local name=$1 seconds=$2; shift 2
-  echo "=== $name: $*"
-  timeout "$seconds" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
-  tail -n 25 "$OUT/$name.log"; echo "=== $name rc=$rc"
+  echo "=== $name: $*" | tee -a "$OUT/gpu_check.log"
+  timeout "$seconds" "$@" > "$OUT/step.log" 2>&1; local rc=$?
+  cat "$OUT/step.log" >> "$OUT/gpu_check.log"; grep -v "^ *aten::\|^ *void \|^---" "$OUT/step.log" | tail -n 12
+  rm "$OUT/step.log"; echo "=== $name rc=$rc" | tee -a "$OUT/gpu_check.log"
 }
-# training tokens/s and MFU (b), the same step through one FSDP2 rank over NCCL (d): Qwen2-0.5B's shape
-step throughput 240 python3 bench/gpu_throughput.py --model random-0.5b --parts b,d
+# training tokens/s and MFU (b) on Qwen2-0.5B's shape at 65536 tokens per micro-batch: fp32 weights under bf16
+# autocast (the first session's 18.2%), bf16 weights, bf16 with each decoder layer compiled, a larger micro-batch;
+# the same step through one FSDP2 rank over NCCL (d); the kernels that took the GPU's time (--profile)
+b=(python3 bench/gpu_throughput.py --model random-0.5b --micro-batch-tokens 65536)
+step fp32 150 "${b[@]}" --parts b --profile
+step bf16 150 "${b[@]}" --parts b,d --dtype bfloat16 --profile
+step bf16_compiled 200 "${b[@]}" --parts b --dtype bfloat16 --compile
+step bf16_131072 150 "${b[@]}" --parts b --dtype bfloat16 --micro-batch-tokens 131072
 cp bench/results/gpu_throughput-*.json "$OUT/" 2>/dev/null
-# the CLI end to end on the GPU: fp32 weights, then bf16 weights, then a resume from the fp32 run's checkpoint
-run=(python3 -m autotelic.cli run model.device=cuda "curriculum.families=[add,compare,successor]" train.steps=6
-     eval.per_level=4 eval.every=0 train.checkpoint_every=3 logging.runs_dir=/tmp/runs logging.progress=false)
-step run_fp32 120 "${run[@]}" logging.run_name=fp32
-step run_bf16 120 "${run[@]}" logging.run_name=bf16 model.dtype=bfloat16
-step resume 90 python3 -m autotelic.cli resume /tmp/runs/fp32 train.steps=8
-for name in fp32 bf16; do cp "/tmp/runs/$name/summary.json" "$OUT/summary-$name.json" 2>/dev/null; done
+# the CLI end to end on the GPU in bf16, then a resume from its checkpoint
+run=(python3 -m autotelic.cli run model.device=cuda model.dtype=bfloat16 "curriculum.families=[add,compare,successor]"
+     train.steps=6 eval.per_level=4 eval.every=0 train.checkpoint_every=3 logging.runs_dir=/tmp/runs
+     logging.progress=false logging.run_name=bf16)
+step run_bf16 120 "${run[@]}"
+step resume 90 python3 -m autotelic.cli resume /tmp/runs/bf16 train.steps=8
+cp /tmp/runs/bf16/summary.json "$OUT/summary-bf16.json" 2>/dev/null

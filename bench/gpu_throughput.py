@@ -151,6 +151,18 @@ def in_process_seconds(policy: HFPolicy, groups: list[Group], algo: AlgorithmCon
     return timed_updates(lambda: policy_gradient_update(policy, groups, spec, algo, 1.0, new_tokens), steps)
 
 
+def kernel_profile(policy: HFPolicy, groups: list[Group], algo: AlgorithmConfig, new_tokens: int) -> str:
+    """The operators that took the most GPU time in one more in-process update, as torch.profiler tabulates them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    spec = get_algorithm("grpo")
+    with torch.autocast("cuda", dtype=torch.bfloat16), profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+        policy_gradient_update(policy, groups, spec, algo, 1.0, new_tokens)
+        torch.cuda.synchronize()
+    return trace.key_averages().table(sort_by="self_device_time_total", row_limit=25)
+
+
 def fsdp_seconds(model: ModelConfig, groups: list[Group], algo: AlgorithmConfig, new_tokens: int,
                  steps: int) -> float:
     """The same step through dist/fsdp.py's TrainRank (fully_shard per decoder layer and a root, gradients
@@ -193,6 +205,11 @@ def main() -> None:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.3, help="the engine's share (a)")
     parser.add_argument("--train-steps", type=int, default=3, help="timed updates (b, d)")
     parser.add_argument("--micro-batch-tokens", type=int, default=16384, help="tokens per forward/backward (b, d)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="the weights' dtype (model.dtype); every update runs under bf16 autocast (b, d)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile each decoder layer (b)")
+    parser.add_argument("--profile", action="store_true", help="print the kernels that took most GPU time in one "
+                                                               "more update (b)")
     parser.add_argument("--run-steps", type=int, default=8, help="steps per training run (c)")
     parser.add_argument("--skip-steps", type=int, default=2, help="warm-up steps left out of the mean (c)")
     parser.add_argument("--run-threads", type=int, default=8, help="CPU threads for the trainer and the worker (c)")
@@ -221,6 +238,7 @@ def main() -> None:
         model_dir = embedded_model_dir() if args.model == "embedded" else random_model_dir("qwen2-0.5b")
         if parts & {"a", "b", "d"}:
             config = load_config(None, [f"model.path={model_dir}", "model.lora=false", f"model.device={platform}",
+                                        f"model.dtype={args.dtype}",
                                         f"vllm.enabled={'a' in parts}",
                                         f"vllm.gpu_memory_utilization={args.gpu_memory_utilization}"])
             policy = HFPolicy(config.model)
@@ -256,6 +274,12 @@ def main() -> None:
                                       f"algorithm.micro_batch_tokens={args.micro_batch_tokens}"]).algorithm
             in_process = None
             if parts & {"b", "d"}:
+                if args.compile:
+                    # dynamo recompiles per layer (it guards on the layer's KV-cache slot) and runs the layers
+                    # past its recompile limit (8) eagerly; raising the limit did not compile in 5 minutes on an
+                    # H200 (bench/RESULTS.md)
+                    for layer in policy.causal_lm.get_decoder().layers:
+                        layer.compile(dynamic=True)
                 in_process = in_process_seconds(policy, groups, algo, args.new_tokens, args.train_steps)
                 mfu = flops / in_process / peak if peak else None
                 print(f"training {tokens / in_process:10.0f} tok/s   {flops / in_process / 1e12:7.1f} TFLOP/s   MFU "
@@ -263,7 +287,11 @@ def main() -> None:
                          else f"n/a (no peak known for {device})"))
                 rows.append({"arm": "training", "seed": 0, "tokens_per_s": tokens / in_process,
                              "flops_per_s": flops / in_process, "dense_bf16_peak": peak, "mfu": mfu,
-                             "steps": args.train_steps, "tokens_per_step": tokens})
+                             "steps": args.train_steps, "tokens_per_step": tokens,
+                             "micro_batch_tokens": args.micro_batch_tokens, "dtype": args.dtype,
+                             "compiled": args.compile})
+                if args.profile:
+                    print(kernel_profile(policy, groups, algo, args.new_tokens))
             if "d" in parts and in_process is not None:
                 del policy  # the rank builds its own copy
                 torch.cuda.empty_cache()
