@@ -43,8 +43,10 @@ class ModelConfig:
     """The chat template (Jinja text, or a file holding it) in place of the tokenizer's: for a base model without one,
     or to change how prompts are rendered; it is saved with the exported model. None: the tokenizer's."""
     dtype: Literal["float32", "bfloat16", "auto"] = "float32"
-    """Weights and training precision of the policy: float32, bfloat16 (half the memory; on GPUs) or auto (the
-    checkpoint's own)."""
+    """Weights and training precision of the policy: float32, bfloat16 (half the memory; on GPUs: a Qwen2-0.5B-shaped
+    step on an H200 ran 1.10x faster than float32 under autocast) or auto (the checkpoint's own). With LoRA the
+    trained adapters stay float32; full fine-tuning in bfloat16 updates bf16 weights, which round away any step
+    under about 1/256 of a weight."""
 
     def problems(self, key: str) -> list[str]:
         return [*filled(f"{key}.path", self.path), *filled(f"{key}.chat_template", self.chat_template),
