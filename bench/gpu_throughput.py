@@ -145,21 +145,20 @@ def timed_updates(update: Callable[[], object], steps: int) -> float:
     return (time.perf_counter() - started) / steps
 
 
-def in_process_seconds(policy: HFPolicy, groups: list[Group], algo: AlgorithmConfig, new_tokens: int,
-                       steps: int) -> float:
-    """update.py's GRPO step on the driver's policy (what ``dist.train_workers=0`` runs)."""
+def in_process_update(policy: HFPolicy, groups: list[Group], algo: AlgorithmConfig,
+                      new_tokens: int) -> Callable[[], object]:
+    """update.py's GRPO step on the driver's policy (what ``dist.train_workers=0`` runs), as a call."""
     spec = get_algorithm("grpo")
-    return timed_updates(lambda: policy_gradient_update(policy, groups, spec, algo, 1.0, new_tokens), steps)
+    return lambda: policy_gradient_update(policy, groups, spec, algo, 1.0, new_tokens)
 
 
-def kernel_profile(policy: HFPolicy, groups: list[Group], algo: AlgorithmConfig, new_tokens: int) -> str:
-    """The operators that took the most GPU time in one more in-process update, as torch.profiler tabulates them."""
+def kernel_profile(update: Callable[[], object]) -> str:
+    """The operators that took the most GPU time in one more call of ``update``, as torch.profiler tabulates them."""
     from torch.profiler import ProfilerActivity, profile
 
-    spec = get_algorithm("grpo")
     with torch.autocast("cuda", dtype=torch.bfloat16), profile(
             activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
-        policy_gradient_update(policy, groups, spec, algo, 1.0, new_tokens)
+        update()
         torch.cuda.synchronize()
     return trace.key_averages().table(sort_by="self_device_time_total", row_limit=25)
 
@@ -281,7 +280,8 @@ def main() -> None:
                     # H200 (bench/RESULTS.md)
                     for layer in policy.causal_lm.get_decoder().layers:
                         layer.compile(dynamic=True)
-                in_process = in_process_seconds(policy, groups, algo, args.new_tokens, args.train_steps)
+                update = in_process_update(policy, groups, algo, args.new_tokens)
+                in_process = timed_updates(update, args.train_steps)
                 mfu = flops / in_process / peak if peak else None
                 print(f"training {tokens / in_process:10.0f} tok/s   {flops / in_process / 1e12:7.1f} TFLOP/s   MFU "
                       + (f"{mfu:.1%} of {peak / 1e12:.0f} TFLOP/s dense bf16" if mfu is not None
@@ -292,9 +292,9 @@ def main() -> None:
                              "micro_batch_tokens": args.micro_batch_tokens, "dtype": args.dtype,
                              "compiled": args.compile})
                 if args.profile:
-                    print(kernel_profile(policy, groups, algo, args.new_tokens))
+                    print(kernel_profile(update))
             if "d" in parts and in_process is not None:
-                del policy  # the rank builds its own copy
+                del policy, update  # the rank builds its own copy; the update call holds the policy too
                 torch.cuda.empty_cache()
                 sharded = fsdp_seconds(config.model, groups, algo, args.new_tokens, args.train_steps)
                 fsdp_ratio = in_process / sharded
