@@ -33,14 +33,16 @@ step() {  # step NAME SECONDS COMMAND...: its output appended to $OUT/gpu_check.
   cat "$OUT/step.log" >> "$OUT/gpu_check.log"; grep -v "^ *aten::\|^ *void \|^---" "$OUT/step.log" | tail -n 12
   rm "$OUT/step.log"; echo "=== $name rc=$rc" | tee -a "$OUT/gpu_check.log"
 }
-# training tokens/s and MFU (b) on Qwen2-0.5B's shape at 65536 tokens per micro-batch: fp32 weights under bf16
-# autocast (the first session's 18.2%), bf16 weights, bf16 with each decoder layer compiled, a larger micro-batch;
-# the same step through one FSDP2 rank over NCCL (d); the kernels that took the GPU's time (--profile)
-b=(python3 bench/gpu_throughput.py --model random-0.5b)
-step fp32 150 "${b[@]}" --micro-batch-tokens 65536 --parts b --profile
-step bf16 150 "${b[@]}" --micro-batch-tokens 65536 --parts b,d --dtype bfloat16 --profile
+# training tokens/s and MFU (b) on Qwen2-0.5B's shape: fp32 weights under bf16 autocast (the baseline of the ratios),
+# bf16 weights twice (the spread between processes; the first also through one FSDP2 rank over NCCL (d) and with
+# the kernels that took the GPU's time, --profile), bf16 with each decoder layer compiled, and half the micro-batch
+# (131072 tokens ran out of memory on an H200: decoder activations). Five timed updates each.
+b=(python3 bench/gpu_throughput.py --model random-0.5b --train-steps 5)
+step fp32 150 "${b[@]}" --micro-batch-tokens 65536 --parts b
+step bf16 180 "${b[@]}" --micro-batch-tokens 65536 --parts b,d --dtype bfloat16 --profile
+step bf16_again 120 "${b[@]}" --micro-batch-tokens 65536 --parts b --dtype bfloat16
 step bf16_compiled 200 "${b[@]}" --micro-batch-tokens 65536 --parts b --dtype bfloat16 --compile
-step bf16_131072 150 "${b[@]}" --micro-batch-tokens 131072 --parts b --dtype bfloat16
+step bf16_32768 120 "${b[@]}" --micro-batch-tokens 32768 --parts b --dtype bfloat16
 cp bench/results/gpu_throughput-*.json "$OUT/" 2>/dev/null
 # the CLI end to end on the GPU in bf16, then a resume from its checkpoint
 run=(python3 -m autotelic.cli run model.device=cuda model.dtype=bfloat16 "curriculum.families=[add,compare,successor]"

@@ -133,16 +133,19 @@ def model_flops(policy: HFPolicy, groups: list[Group]) -> float:
     return 6 * (decoder * (prompt_tokens + completion_tokens) + head * completion_tokens)
 
 
-def timed_updates(update: Callable[[], object], steps: int) -> float:
-    """Seconds per call of ``update`` in bf16 autocast, after one warm-up call."""
+def timed_updates(update: Callable[[], object], steps: int) -> list[float]:
+    """Seconds of each of ``steps`` calls of ``update`` in bf16 autocast, after one warm-up call (each call is a
+    whole optimizer step of a second or more, so synchronising after each costs nothing and gives the spread)."""
+    seconds = []
     with torch.autocast("cuda", dtype=torch.bfloat16):
         update()
         torch.cuda.synchronize()
-        started = time.perf_counter()
         for _ in range(steps):
+            started = time.perf_counter()
             update()
-        torch.cuda.synchronize()
-    return (time.perf_counter() - started) / steps
+            torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - started)
+    return seconds
 
 
 def in_process_update(policy: HFPolicy, groups: list[Group], algo: AlgorithmConfig,
@@ -175,7 +178,7 @@ def fsdp_seconds(model: ModelConfig, groups: list[Group], algo: AlgorithmConfig,
     rank.join("127.0.0.1", port, 0, 1)
     normalizer = batch_normalizer(groups, spec, algo, new_tokens)
     try:
-        return timed_updates(lambda: rank.train(groups, False, normalizer, 1.0, new_tokens), steps)
+        return statistics.mean(timed_updates(lambda: rank.train(groups, False, normalizer, 1.0, new_tokens), steps))
     finally:
         torch.distributed.destroy_process_group()
 
@@ -281,16 +284,18 @@ def main() -> None:
                     for layer in policy.causal_lm.get_decoder().layers:
                         layer.compile(dynamic=True)
                 update = in_process_update(policy, groups, algo, args.new_tokens)
-                in_process = timed_updates(update, args.train_steps)
+                each = timed_updates(update, args.train_steps)
+                in_process = statistics.mean(each)
                 mfu = flops / in_process / peak if peak else None
                 print(f"training {tokens / in_process:10.0f} tok/s   {flops / in_process / 1e12:7.1f} TFLOP/s   MFU "
                       + (f"{mfu:.1%} of {peak / 1e12:.0f} TFLOP/s dense bf16" if mfu is not None
-                         else f"n/a (no peak known for {device})"))
+                         else f"n/a (no peak known for {device})")
+                      + f"   ({min(each):.3f}-{max(each):.3f} s per update)")
                 rows.append({"arm": "training", "seed": 0, "tokens_per_s": tokens / in_process,
                              "flops_per_s": flops / in_process, "dense_bf16_peak": peak, "mfu": mfu,
                              "steps": args.train_steps, "tokens_per_step": tokens,
                              "micro_batch_tokens": args.micro_batch_tokens, "dtype": args.dtype,
-                             "compiled": args.compile})
+                             "compiled": args.compile, "seconds_per_update": each})
                 if args.profile:
                     print(kernel_profile(update))
             if "d" in parts and in_process is not None:
