@@ -7,8 +7,9 @@ headless Chromium), ``--steps`` updates per seed with the recipe's samples per s
 net flagged if it binds (bench/runs.py). Every agent plays the trainer's own held-out set, with the run's
 evaluation settings (greedy whole episodes): the single-policy scores are the run's own records
 (eval_before.jsonl, eval_after.jsonl) and the operator agent plays the same tasks, so no evaluated task was
-trainable. The web families have about 110 distinct tasks at levels 1-2, so the held-out set stays well
-below 200 (``--heldout``, default 64) to leave tasks to train on.
+trainable. The web families have 226 distinct tasks at levels 1-2 but web_booking only 9 at each level, so the
+held-out set stays well below 200 (``--heldout``, default 64: 8 per family and level, the most that leaves a
+booking task to train on).
 
     python bench/web_agent.py                       # 20 steps, 3 seeds, 64 held-out tasks
     python bench/web_agent.py --steps 5 --seeds 3 --heldout 32 generate.env=web_browser

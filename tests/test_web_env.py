@@ -189,6 +189,20 @@ def test_generated_tasks_have_valid_checks(server):
             env.close()
 
 
+def test_levels_one_and_two_hold_room_for_a_heldout_set():
+    """Distinct tasks (uids) per family and level: a held-out set of 64 (8 per cell) leaves some to train on."""
+    counts = {}
+    for name, family in WEB_FAMILIES.items():
+        for level in (1, 2):
+            rng = random.Random(0)
+            counts[name, level] = len({family.generate(rng, level).uid for _ in range(2000)})
+    assert counts == {("web_shop", 1): 48, ("web_shop", 2): 48, ("web_forum", 1): 32, ("web_forum", 2): 16,
+                      ("web_wiki", 1): 32, ("web_wiki", 2): 32, ("web_booking", 1): 9, ("web_booking", 2): 9}
+    rng = random.Random(0)
+    fields = {WEB_FAMILIES["web_booking"].generate(rng, 1).meta["success"][0]["field"] for _ in range(100)}
+    assert fields == {"Venue", "Date", "Time"}  # level 1 is one select of any of the three
+
+
 def test_action_parser():
     assert str(parse_action("click [4]")) == "click(4)"
     assert str(parse_action('type(5, "a (b), c")')) == 'type(5, "a (b), c")'

@@ -8,6 +8,7 @@ import lxml.html
 import pytest
 
 from autotelic.envs.web.sites import WebServer, shared_server
+from autotelic.tasks.web import WIKI_FACTS
 from autotelic.web.content import ARTICLES, CATEGORIES, POSTS, PRODUCTS, THREADS, VENUES
 
 MAX_WORDS = 150
@@ -196,12 +197,18 @@ def test_max_episodes_prunes_old_databases(tmp_path):
 
 def test_seeded_content(server, episode):
     with closing(server.connect(episode)) as db:
-        assert len(db.execute("SELECT * FROM products").fetchall()) == len(PRODUCTS) == 12
+        assert len(db.execute("SELECT * FROM products").fetchall()) == len(PRODUCTS) == 24
         assert {r[0] for r in db.execute("SELECT DISTINCT category FROM products")} == set(CATEGORIES)
         assert db.execute("SELECT COUNT(*) FROM threads").fetchone()[0] == len(THREADS)
         assert db.execute("SELECT COUNT(*) FROM articles").fetchone()[0] == len(ARTICLES)
     assert len({p.name for p in PRODUCTS}) == len(PRODUCTS)
     assert len({t.author for t in THREADS} | {p.author for p in POSTS}) == len(THREADS) + len(POSTS)
+    assert all(sum(p.category == c for p in PRODUCTS) == 8 for c in CATEGORIES)
+    assert {p.thread_id for p in POSTS} == {t.id for t in THREADS}  # every thread has a first reply to ask about
+    assert len({t.title for t in THREADS}) == len(THREADS) and len({a.title for a in ARTICLES}) == len(ARTICLES)
+    bodies = {a.slug: a.body for a in ARTICLES}
+    assert all(bodies[slug].count(answer) == 1 for slug, _, answer in WIKI_FACTS)  # stated once: unambiguous
+    assert {slug for slug, _, _ in WIKI_FACTS} == set(bodies)
 
 
 def test_crawl_every_page(server):

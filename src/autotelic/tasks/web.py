@@ -44,6 +44,22 @@ WIKI_FACTS = (
     ("copper-owl", "How tall is the Copper Owl in metres?", "4"),
     ("varden-festival", "How many boat races does the Varden Festival have?", "12"),
     ("varden-festival", "In which month is the Varden Festival held?", "July"),
+    ("port-lune", "What colour is the lighthouse of Port Lune?", "green"),
+    ("port-lune", "How many people live in Port Lune?", "9000"),
+    ("tarnby", "In which year did the school of Tarnby open?", "1921"),
+    ("tarnby", "How many pupils did the school of Tarnby open with?", "35"),
+    ("river-sella", "How long is the River Sella in km?", "118"),
+    ("river-sella", "In which month does the water of the River Sella turn brown?", "April"),
+    ("royal-library", "How many books does the Royal Library hold?", "80000"),
+    ("royal-library", "Who was the first librarian of the Royal Library?", "Irma Dahl"),
+    ("flag-of-eldmark", "What colour is the flag of Eldmark?", "purple"),
+    ("flag-of-eldmark", "How many points does the star on the flag of Eldmark have?", "7"),
+    ("snow-hare", "In which month does the fur of the snow hare turn white?", "November"),
+    ("snow-hare", "How much does an adult snow hare weigh in kg?", "3"),
+    ("coast-railway", "How many stations does the Coast Railway have?", "11"),
+    ("coast-railway", "In which year did the Coast Railway open?", "1905"),
+    ("harvest-day", "In which month is Harvest Day?", "October"),
+    ("harvest-day", "In which year did Harvest Day become a holiday?", "1931"),
 )
 _ARTICLE_TITLES = {a.slug: a.title for a in ARTICLES}
 
@@ -131,9 +147,10 @@ def _booking(rng: random.Random, level: int) -> Task:
     venue, date, time = rng.choice(VENUES), rng.choice(BOOKING_DATES), rng.choice(BOOKING_TIMES)
     if level < 3:  # not the form's defaults (its first options), which would hold before any action
         venue, date, time = rng.choice(VENUES[1:]), rng.choice(BOOKING_DATES[1:]), rng.choice(BOOKING_TIMES[1:])
-    if level == 1:
-        return _task("web_booking", 1, f"In the booking form, choose the time {time}.", "/booking/",
-                     [{"field": "Time", "value": time}])
+    if level == 1:  # one select, drawn after the three values so that levels 2 and 3 draw as before
+        label, value = rng.choice((("Venue", venue.name), ("Date", date), ("Time", time)))
+        return _task("web_booking", 1, f"In the booking form, choose the {label.lower()} {value}.", "/booking/",
+                     [{"field": label, "value": value}])
     if level == 2:
         return _task("web_booking", 2, f"In the booking form, choose {venue.name} on {date}.", "/booking/",
                      [{"field": "Venue", "value": venue.name}, {"field": "Date", "value": date}])
