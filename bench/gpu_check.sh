@@ -11,7 +11,7 @@
 #   mkdir -p .gpu/smollm2-135m-instruct && cp ~/.cache/autotelic/models/smollm2-135m-instruct/{config.json,\
 #     generation_config.json,tokenizer.json,tokenizer_config.json,chat_template.jinja} .gpu/smollm2-135m-instruct/
 set -u
-OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
+OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"; touch "$OUT/.started"  # artifacts newer than this come back
 export PYTHONUNBUFFERED=1 AUTOTELIC_CACHE=${AUTOTELIC_CACHE:-/tmp/autotelic-cache} TOKENIZERS_PARALLELISM=false
 nvidia-smi -L; python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers',
 transformers.__version__, 'peft', peft.__version__, torch.cuda.get_device_name())"
@@ -43,7 +43,7 @@ step bf16 180 "${b[@]}" --micro-batch-tokens 65536 --parts b,d --dtype bfloat16 
 step bf16_again 120 "${b[@]}" --micro-batch-tokens 65536 --parts b --dtype bfloat16
 step bf16_compiled 200 "${b[@]}" --micro-batch-tokens 65536 --parts b --dtype bfloat16 --compile
 step bf16_32768 120 "${b[@]}" --micro-batch-tokens 32768 --parts b --dtype bfloat16
-cp bench/results/gpu_throughput-*.json "$OUT/" 2>/dev/null
+find bench/results -name "gpu_throughput-*.json" -newer "$OUT/.started" -exec cp {} "$OUT/" \;
 # the CLI end to end on the GPU in bf16, then a resume from its checkpoint
 run=(python3 -m autotelic.cli run model.device=cuda model.dtype=bfloat16 "curriculum.families=[add,compare,successor]"
      train.steps=6 eval.per_level=4 eval.every=0 train.checkpoint_every=3 logging.runs_dir=/tmp/runs
