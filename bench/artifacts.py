@@ -36,6 +36,17 @@ def revision() -> Revision:
     return Revision(commit=git("rev-parse", "HEAD"), dirty=bool(git("status", "--porcelain", "--untracked-files=no")))
 
 
+def code_trees() -> dict[str, str] | None:
+    """The git trees of what a training run executes (src/ and recipes/ at HEAD), or None while either has
+    uncommitted changes: two runs with the same trees ran the same code, whatever else the commits changed."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+
+    if git("status", "--porcelain", "--", "src", "recipes"):
+        return None
+    return {path: git("rev-parse", f"HEAD:{path}") for path in ("src", "recipes")}
+
+
 def _cpuinfo() -> dict[str, str]:
     """The first processor's block of /proc/cpuinfo (the others repeat it)."""
     fields: dict[str, str] = {}

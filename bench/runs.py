@@ -8,6 +8,9 @@ prints as a flag. Seeds: ``train.seed`` 0 .. --seeds-1, the held-out set the sam
 (``eval.seed`` is never changed; ``eval.per_level`` is set so the set has at least ``--heldout`` tasks).
 Arms run one after the other with every core each (the order alternating over seeds), or with
 ``--parallel`` side by side, each pinned to one core with one torch thread; the artifact says which.
+A bench longer than a session can be finished in pieces: every run leaves ``<run_dir>.json`` (its command and the
+code it ran, ``artifacts.code_trees``), and ``--reuse`` keeps a finished run of the same command on the same code
+instead of running it again (its row says ``reused``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class Budget:
     parallel: bool
     overrides: tuple[str, ...] = ()  # for every arm, before its own (which define the arms and win)
     keep_weights: bool = False  # each run's model/ and checkpoints/ (2 GB for the embedded model) after the artifact
+    reuse: bool = False  # keep finished runs of the same command on the same code (``--reuse``)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class ArmRun:
     seed: int
     run_dir: Path
     steps_wanted: int
+    reused: bool = False  # finished by an earlier invocation of the bench (``--reuse``)
 
     def summary(self) -> dict[str, Any]:
         return json.loads((self.run_dir / "summary.json").read_text())
@@ -82,6 +87,7 @@ class ArmRun:
                 "completion_tokens": summary["completion_tokens"], "heldout_n": summary["heldout_tasks"],
                 "accuracy_before": summary["eval_before"]["accuracy"],
                 "accuracy_after": summary["eval_after"]["accuracy"], "run_dir": str(self.run_dir),
+                "reused": self.reused,
                 # what the run measured besides accuracy (eval.win_rate, eval.pass_k), kept beside it
                 **{key: summary[key] for key in ("win_rate", "pass_at_k") if key in summary}}
 
@@ -97,12 +103,15 @@ def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minute
     parser.add_argument("--keep-weights", action="store_true",
                         help="keep each run's model/ and checkpoints/ (deleted once the artifact is written)")
     parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS, help="where the artifact goes")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the runs in --runs-dir that finished with the same command on the same code "
+                             "(src/ and recipes/) instead of running them again: a bench finished over sessions")
     parser.add_argument("overrides", nargs="*", help="extra config overrides for every arm")
 
 
 def budget_from(args: argparse.Namespace) -> Budget:
     return Budget(args.steps, args.max_minutes, args.seeds, args.heldout, args.parallel, tuple(args.overrides),
-                  args.keep_weights)
+                  args.keep_weights, args.reuse)
 
 
 def runs_dir_from(args: argparse.Namespace, prefix: str) -> Path:
@@ -159,31 +168,54 @@ def _start(command: list[str], log: Path, core: int | None) -> subprocess.Popen:
     return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, preexec_fn=pin)
 
 
+def provenance(command: list[str]) -> dict[str, Any]:
+    """What a run's records depend on: its command (less the interpreter's path) and the code it ran."""
+    return {"command": command[1:], "code": artifacts.code_trees()}
+
+
+def finished_earlier(run_dir: Path, command: list[str]) -> bool:
+    """``run_dir`` holds a run of ``command`` that finished on the code checked out now."""
+    record, wanted = run_dir.with_suffix(".json"), provenance(command)
+    return wanted["code"] is not None and record.exists() and json.loads(record.read_text()) == wanted
+
+
+def _job(arm: Arm, seed: int, budget: Budget, runs_dir: Path) -> ArmRun:
+    run_dir = runs_dir / f"{arm.name}-s{seed}"
+    reused = budget.reuse and finished_earlier(run_dir, _arm_command(arm, seed, budget, run_dir))
+    return ArmRun(arm, seed, run_dir, budget.steps, reused)
+
+
 def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
-    """Every arm for every seed: ``<runs_dir>/<arm>-s<seed>``; the bench stops if any run fails."""
-    jobs = [ArmRun(arm, seed, runs_dir / f"{arm.name}-s{seed}", budget.steps)
+    """Every arm for every seed: ``<runs_dir>/<arm>-s<seed>``; the bench stops if any run fails. A run that
+    finishes leaves ``<run_dir>.json`` (its provenance), which ``--reuse`` reads."""
+    jobs = [_job(arm, seed, budget, runs_dir)
             for seed in range(budget.seeds) for arm in (arms if seed % 2 == 0 else arms[::-1])]
+    for job in jobs:
+        if job.reused:
+            print(f"{job.arm.name} seed {job.seed}: reusing the finished run in {job.run_dir}", flush=True)
     cores = sorted(os.sched_getaffinity(0)) if budget.parallel else [None]
-    waiting, running = list(jobs), {}
+    waiting, running = [job for job in jobs if not job.reused], {}
     while waiting or running:
         for core in [c for c in cores if c not in running][:len(waiting)]:
             job = waiting.pop(0)
             print(f"{job.arm.name} seed {job.seed}: running in {job.run_dir}", flush=True)
-            running[core] = (job, _start(_arm_command(job.arm, job.seed, budget, job.run_dir),
-                                         job.run_dir.with_suffix(".log"), core))
-        job, process = running.pop(_wait_any(running))
+            job.run_dir.with_suffix(".json").unlink(missing_ok=True)  # finished only once it says so again
+            command = _arm_command(job.arm, job.seed, budget, job.run_dir)
+            running[core] = (job, command, _start(command, job.run_dir.with_suffix(".log"), core))
+        job, command, process = running.pop(_wait_any(running))
         if process.returncode != 0:
-            for _, other in running.values():
+            for _, _, other in running.values():
                 other.terminate()
                 other.wait()
             sys.exit(f"{job.arm.name} seed {job.seed} failed: see {job.run_dir.with_suffix('.log')}")
+        job.run_dir.with_suffix(".json").write_text(json.dumps(provenance(command)))
     return jobs
 
 
-def _wait_any(running: dict[int | None, tuple[ArmRun, subprocess.Popen]]) -> int | None:
+def _wait_any(running: dict[int | None, tuple[ArmRun, list[str], subprocess.Popen]]) -> int | None:
     """The core of a run that has ended, once one has."""
     while True:
-        for core, (_, process) in running.items():
+        for core, (_, _, process) in running.items():
             if process.poll() is not None:
                 return core
         time.sleep(0.5)

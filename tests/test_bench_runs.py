@@ -16,14 +16,18 @@ TINY = ["model.path=random:qwen2-tiny", "control.tasks_per_step=2", "generate.gr
         "eval.max_new_tokens=8", "curriculum.families=[add]", "eval.levels=[1]"]
 
 
-@pytest.mark.slow
-def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_binds(tmp_path):
+def ablate(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, str(BENCH / "ablate_pipeline.py"), "--steps", "2", "--max-minutes", "0.0001",
-                           "--seeds", "2", "--heldout", "4", "--parallel", "--budget", "samples",
-                           "--runs-dir", str(tmp_path / "runs"),
-                           "--results-dir", str(tmp_path / "results"), *TINY],
+                           "--heldout", "4", "--parallel", "--budget", "samples", "--runs-dir", str(tmp_path / "runs"),
+                           "--results-dir", str(tmp_path / "results"), *extra, *TINY],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.mark.slow
+def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_binds(tmp_path):
+    done = ablate(tmp_path, "--seeds", "2")
     (path,) = (tmp_path / "results").glob("ablate_pipeline-*.json")
     record = json.loads(path.read_text())
     (comparison,) = record["comparisons"]
@@ -47,3 +51,19 @@ def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_bin
         run_dir = Path(row["run_dir"])
         assert (run_dir / "eval_after.jsonl").is_file() and (run_dir / "metrics.jsonl").is_file()
         assert not (run_dir / "model").exists() and not (run_dir / "checkpoints").exists()
+    # --reuse: a third seed later (a bench finished over sessions) runs only what is missing, on unchanged code
+    first = {Path(row["run_dir"]).name: (Path(row["run_dir"]) / "summary.json").read_text() for row in rows}
+    again = ablate(tmp_path, "--seeds", "3", "--reuse")
+    (newer,) = set((tmp_path / "results").glob("ablate_pipeline-*.json")) - {path}
+    rows = json.loads(newer.read_text())["rows"]
+    code_changed = subprocess.run(["git", "status", "--porcelain", "--", "src", "recipes"], cwd=BENCH.parent,
+                                  capture_output=True, text=True, check=True).stdout.strip()
+    if code_changed:  # uncommitted code: nothing can say what the earlier runs ran, so every run runs again
+        assert "reusing" not in again.stdout and not any(row["reused"] for row in rows)
+    else:
+        assert sorted((row["arm"], row["seed"]) for row in rows if row["reused"]) == sorted(
+            (row["arm"], row["seed"]) for row in rows if row["seed"] < 2)
+        assert again.stdout.count("reusing the finished run") == 4 and again.stdout.count(": running in") == 2
+        assert all((Path(row["run_dir"]) / "summary.json").read_text() == first[Path(row["run_dir"]).name]
+                   for row in rows if row["reused"])
+    assert len(rows) == 6 and json.loads(newer.read_text())["comparisons"][0]["seeds"] == 3
