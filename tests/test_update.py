@@ -53,9 +53,8 @@ def test_online_dpo_pairs_the_best_and_worst_sample_of_each_group():
     assert pairs[0].prompt_ids == [7] and pairs[0].chosen_mask == [1, 0, 1] and pairs[0].rejected_mask == [1, 1, 1]
 
 
-def test_micro_batches_keep_groups_whole_within_the_group_and_token_limits():
-    from autotelic.types import Group, Sample, Task
-    from autotelic.update import micro_batches
+def test_micro_batches_bound_groups_and_tokens_and_cut_a_group_over_the_limit_into_runs_of_samples():
+    from autotelic.micro_batches import micro_batches
 
     def group(prompt: int, lengths: list[int]) -> Group:
         return Group(Task("", "", "add", 1, "u"), [0] * prompt, [Sample("", [1] * n, [0.0] * n, True) for n in lengths])
@@ -66,4 +65,48 @@ def test_micro_batches_keep_groups_whole_within_the_group_and_token_limits():
     assert [len(b) for b in micro_batches(groups, 3, None)] == [3, 1]
     assert micro_batches(groups, 8, costs[0] + costs[1]) == [groups[:2], [groups[2]], [groups[3]]]
     assert micro_batches(groups, 8, costs[2] + costs[3]) == [groups[:2], groups[2:]]  # a limit is inclusive
-    assert micro_batches(groups, 8, 100) == [[groups[0]], [groups[1]], [groups[2]], [groups[3]]]  # too big alone: alone
+    assert micro_batches(groups, 8, 100) == [[groups[0]], [groups[1]], [groups[2]], [groups[3]]]  # a sample alone
+    # over the limit, a group goes in runs of its samples, in order, each run with the group's prompt
+    batches = micro_batches(groups, 8, 45)
+    pieces = [piece for batch in batches for piece in batch]
+    assert [[len(s.token_ids) for s in piece.samples] for piece in pieces] == [[5], [20], [30], [0], [100], [1, 1]]
+    assert [len(batch) for batch in batches] == [2, 1, 1, 1, 1]  # 10+5 and 10+20 share a pass; 10+30, 10+0 do not
+    assert all(piece.prompt_ids == whole.prompt_ids for piece, whole in zip(pieces, [groups[i] for i in
+                                                                                    (0, 0, 1, 1, 2, 3)]))
+
+
+def test_a_group_cut_into_pieces_trains_as_the_whole_group():
+    """One GRPO update of the same groups from the same weights of a real (tiny, random) model, whole and cut into
+    single samples by the token limit: the same update, up to float noise next to the change."""
+    import torch
+
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+    from autotelic.micro_batches import micro_batches
+    from autotelic.update import policy_gradient_update
+
+    def policy() -> HFPolicy:
+        return HFPolicy(ModelConfig(path="random:qwen2-tiny", lora=False, threads=1), lr=1e-3, seed=0)
+
+    reference = policy()
+    prompts = [[11, 12, 13, 14], [21, 22, 23]]
+    completions = [[[5, 6, 7], [8, 9], [10, 11, 12, 13]], [[30, 31], [32, 33, 34]]]
+    groups = []
+    for prompt, samples, rewards in zip(prompts, completions, [[1.0, 0.0, 0.5], [0.0, 1.0]]):
+        with torch.no_grad():
+            logprobs, mask = reference.completion_logprobs([prompt], samples, len(samples), 1.0)
+        groups.append(Group(TASK, prompt, [Sample("", ids, row[:len(ids)].tolist(), True, reward=r)
+                                           for ids, row, r in zip(samples, logprobs, rewards)]))
+    limit = 8  # a prompt and one sample fit, never two samples of a group
+    assert sum(len(batch) for batch in micro_batches(groups, 8, limit)) == 5
+    initial = {k: v.clone() for k, v in reference.trainable_state().items()}
+    states = []
+    for tokens in (None, limit):
+        model = policy()
+        policy_gradient_update(model, groups, get_algorithm("grpo"),
+                               AlgorithmConfig(name="grpo", micro_batch_tokens=tokens), 1.0, 8)
+        states.append(model.trainable_state())
+    whole, cut = states
+    change = sum((whole[k] - initial[k]).norm() ** 2 for k in whole) ** 0.5
+    difference = sum((whole[k] - cut[k]).norm() ** 2 for k in whole) ** 0.5
+    assert change > 0 and difference <= 1e-2 * change, f"difference {difference} against a change of {change}"

@@ -33,6 +33,7 @@ from autotelic.algorithms import (
 from autotelic.backends import PolicyBackend
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import AlgorithmConfig
+from autotelic.micro_batches import micro_batches
 from autotelic.types import Group, Sample
 
 
@@ -140,23 +141,6 @@ def _normalizer(masks: list[list[int]], loss_agg: str, max_new_tokens: int) -> f
     return float(max(1, len(masks)) * max_new_tokens)  # seq-mean-token-sum-norm
 
 
-def micro_batches(groups: list[Group], max_groups: int, max_tokens: int | None) -> list[list[Group]]:
-    """Whole groups per forward/backward: at most ``max_groups``, and at most ``max_tokens`` positions unless one
-    group alone exceeds it. A group costs its prompt once plus each sample at its longest completion, as the
-    padded forward runs it: long multi-turn samples (self-play, episodes) then take several passes, not one
-    that holds every activation at once."""
-    batches: list[list[Group]] = []
-    used = 0
-    for group in groups:
-        cost = len(group.prompt_ids) + len(group.samples) * max((len(s.token_ids) for s in group.samples), default=0)
-        if not batches or len(batches[-1]) == max_groups or (max_tokens is not None and used + cost > max_tokens):
-            batches.append([])
-            used = 0
-        batches[-1].append(group)
-        used += cost
-    return batches
-
-
 def batch_normalizer(groups: list[Group], spec: AlgorithmSpec, algo: AlgorithmConfig, max_new_tokens: int) -> float:
     """The whole batch's loss denominator: what each rank passes when it trains a share of the batch (FSDP)."""
     return _normalizer(_targets(groups, spec).masks, loss_settings(spec, algo).loss_agg, max_new_tokens)
@@ -206,7 +190,7 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
             _backward(loss, policy)
             totals["train/loss"] += loss.item() / algo.updates_per_batch
             for key, value in stats.items():
-                totals[f"train/{key}"] += value * len(chunk) / len(groups) / algo.updates_per_batch
+                totals[f"train/{key}"] += value * count / len(targets.masks) / algo.updates_per_batch
         totals.update({f"train/{k}": v for k, v in policy.optimizer_step().items()})
     totals["train/trained_tokens"] = float(sum(map(sum, targets.masks)))
     if baselines is not None:

@@ -240,8 +240,9 @@ class AlgorithmConfig:
     """Groups per forward/backward at most; gradients accumulate over the batch."""
     micro_batch_tokens: int | None = 4096
     """Token positions per forward/backward at most (a group: its prompt plus samples x its longest completion;
-    a group is never split); bounds activation memory for long samples. None: groups only. 4096 suits 2 CPU cores;
-    on a GPU use 65536 or more (a Qwen2-0.5B-shaped step on an H200: MFU 2.9% at 4096, 18.2% at 65536)."""
+    a group over it is cut into runs of its samples); bounds activation memory for long samples. None: groups
+    only. 4096 suits 2 CPU cores; on a GPU use 65536 or more (a Qwen2-0.5B-shaped step on an H200: MFU 2.9% at
+    4096, 18.2% at 65536)."""
 
     def problems(self, key: str) -> list[str]:
         return [*positive(f"{key}.lr", self.lr), *fraction(f"{key}.clip_low", self.clip_low, open_high=True),
