@@ -14,7 +14,9 @@ booking task to train on).
     python bench/web_agent.py                       # 20 steps, 3 seeds, 64 held-out tasks
     python bench/web_agent.py --steps 5 --seeds 3 --heldout 32 generate.env=web_browser
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
-trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model).
+trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), and
+with ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
+trained as the recipe says otherwise).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from autotelic.run_evaluation import evaluate_heldout
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "opagent-web.yaml"
 TRAINED = Arm("trained", (), RECIPE)
+# the hybrid reward's ablation (--success-only): the task's success check alone, no decision tree, milestones or judge
+SUCCESS_ONLY = Arm("success_only", ("filter.rewards=[{name: web_success}]",), RECIPE)
 OPERATOR = Arm("trained", ("eval.agent=operator",), RECIPE)  # the same runs' settings, the operator agent
 
 
@@ -52,19 +56,26 @@ def write_records(run: ArmRun, name: str, records: list[dict]) -> dict[str, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_budget_arguments(parser, steps=20, max_minutes=60.0, heldout=64)
+    parser.add_argument("--success-only", action="store_true",
+                        help="also train the hybrid reward's ablation: the success check alone (same steps, samples)")
     args = parser.parse_args()
     budget = budget_from(args)
-    runs = run_arms([TRAINED], budget, runs_dir_from(args, "web-agent"))
+    runs = run_arms([TRAINED, SUCCESS_ONLY] if args.success_only else [TRAINED], budget,
+                    runs_dir_from(args, "web-agent"))
+    hybrid = [run for run in runs if run.arm == TRAINED]
     config = arm_config(TRAINED, budget)
     base = operator_records(HFPolicy(config.model, seed=config.eval.seed), budget)  # greedy: the same for every seed
     extra = {(run.arm.name, run.seed): {**write_records(run, "eval_before_operator", base),
                                         **write_records(run, "eval_after_operator",
                                                         operator_records(trained_policy(run, config), budget))}
-             for run in runs}
-    comparisons = [compare("trained_vs_base", Measure(runs, "eval_before"), Measure(runs, "eval_after")),
-                   compare("operator_vs_single", Measure(runs, "eval_after"), Measure(runs, "eval_after_operator")),
-                   compare("operator_vs_single_base", Measure(runs, "eval_before"),
-                           Measure(runs, "eval_before_operator"))]
+             for run in hybrid}
+    comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after")),
+                   compare("operator_vs_single", Measure(hybrid, "eval_after"), Measure(hybrid, "eval_after_operator")),
+                   compare("operator_vs_single_base", Measure(hybrid, "eval_before"),
+                           Measure(hybrid, "eval_before_operator"))]
+    if args.success_only:
+        ablation = [run for run in runs if run.arm == SUCCESS_ONLY]
+        comparisons.append(compare("hybrid_vs_success_only", Measure(ablation), Measure(hybrid)))
     report("web_agent", runs, comparisons, budget, args.results_dir, extra)
 
 
