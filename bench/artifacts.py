@@ -29,22 +29,20 @@ class Revision(TypedDict):
     dirty: bool  # tracked files differ from the commit: the numbers may not reproduce from it alone
 
 
-def revision() -> Revision:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
 
-    return Revision(commit=git("rev-parse", "HEAD"), dirty=bool(git("status", "--porcelain", "--untracked-files=no")))
+
+def revision() -> Revision:
+    return Revision(commit=_git("rev-parse", "HEAD"), dirty=bool(_git("status", "--porcelain", "--untracked-files=no")))
 
 
 def code_trees() -> dict[str, str] | None:
     """The git trees of what a training run executes (src/ and recipes/ at HEAD), or None while either has
     uncommitted changes: two runs with the same trees ran the same code, whatever else the commits changed."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-
-    if git("status", "--porcelain", "--", "src", "recipes"):
+    if _git("status", "--porcelain", "--", "src", "recipes"):
         return None
-    return {path: git("rev-parse", f"HEAD:{path}") for path in ("src", "recipes")}
+    return {path: _git("rev-parse", f"HEAD:{path}") for path in ("src", "recipes")}
 
 
 def _cpuinfo() -> dict[str, str]:

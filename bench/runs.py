@@ -179,40 +179,37 @@ def finished_earlier(run_dir: Path, command: list[str]) -> bool:
     return wanted["code"] is not None and record.exists() and json.loads(record.read_text()) == wanted
 
 
-def _job(arm: Arm, seed: int, budget: Budget, runs_dir: Path) -> ArmRun:
-    run_dir = runs_dir / f"{arm.name}-s{seed}"
-    reused = budget.reuse and finished_earlier(run_dir, _arm_command(arm, seed, budget, run_dir))
-    return ArmRun(arm, seed, run_dir, budget.steps, reused)
-
-
 def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
     """Every arm for every seed: ``<runs_dir>/<arm>-s<seed>``; the bench stops if any run fails. A run that
-    finishes leaves ``<run_dir>.json`` (its provenance), which ``--reuse`` reads."""
-    jobs = [_job(arm, seed, budget, runs_dir)
-            for seed in range(budget.seeds) for arm in (arms if seed % 2 == 0 else arms[::-1])]
+    finishes leaves ``<run_dir>.json`` (its provenance, taken when it started), which ``--reuse`` reads."""
+    planned = [(arm, seed, runs_dir / f"{arm.name}-s{seed}")
+               for seed in range(budget.seeds) for arm in (arms if seed % 2 == 0 else arms[::-1])]
+    commands = [_arm_command(arm, seed, budget, run_dir) for arm, seed, run_dir in planned]
+    jobs = [ArmRun(arm, seed, run_dir, budget.steps, budget.reuse and finished_earlier(run_dir, command))
+            for (arm, seed, run_dir), command in zip(planned, commands)]
     for job in jobs:
         if job.reused:
             print(f"{job.arm.name} seed {job.seed}: reusing the finished run in {job.run_dir}", flush=True)
     cores = sorted(os.sched_getaffinity(0)) if budget.parallel else [None]
-    waiting, running = [job for job in jobs if not job.reused], {}
+    waiting = [(job, command) for job, command in zip(jobs, commands) if not job.reused]
+    running: dict[int | None, tuple[ArmRun, dict[str, Any], subprocess.Popen]] = {}
     while waiting or running:
         for core in [c for c in cores if c not in running][:len(waiting)]:
-            job = waiting.pop(0)
+            job, command = waiting.pop(0)
             print(f"{job.arm.name} seed {job.seed}: running in {job.run_dir}", flush=True)
             job.run_dir.with_suffix(".json").unlink(missing_ok=True)  # finished only once it says so again
-            command = _arm_command(job.arm, job.seed, budget, job.run_dir)
-            running[core] = (job, command, _start(command, job.run_dir.with_suffix(".log"), core))
-        job, command, process = running.pop(_wait_any(running))
+            running[core] = (job, provenance(command), _start(command, job.run_dir.with_suffix(".log"), core))
+        job, started_as, process = running.pop(_wait_any(running))
         if process.returncode != 0:
             for _, _, other in running.values():
                 other.terminate()
                 other.wait()
             sys.exit(f"{job.arm.name} seed {job.seed} failed: see {job.run_dir.with_suffix('.log')}")
-        job.run_dir.with_suffix(".json").write_text(json.dumps(provenance(command)))
+        job.run_dir.with_suffix(".json").write_text(json.dumps(started_as))
     return jobs
 
 
-def _wait_any(running: dict[int | None, tuple[ArmRun, list[str], subprocess.Popen]]) -> int | None:
+def _wait_any(running: dict[int | None, tuple[ArmRun, dict[str, Any], subprocess.Popen]]) -> int | None:
     """The core of a run that has ended, once one has."""
     while True:
         for core, (_, _, process) in running.items():
