@@ -13,6 +13,7 @@ booking task to train on).
 
     python bench/web_agent.py                       # 20 steps, 3 seeds, 64 held-out tasks
     python bench/web_agent.py --steps 5 --seeds 3 --heldout 32 generate.env=web_browser
+    python bench/web_agent.py --no-operator --success-only --steps 30 --heldout 60 "curriculum.levels=[1]" ...
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
 trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), and
 with ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
@@ -53,26 +54,35 @@ def write_records(run: ArmRun, name: str, records: list[dict]) -> dict[str, floa
             f"{name}_valid_actions": valid_share(records)}
 
 
+def operator_evaluations(hybrid: list[ArmRun], budget: Budget) -> dict[tuple[str, int], dict[str, float]]:
+    """The operator agent on the held-out tasks with the base model and each run's trained model."""
+    config = arm_config(TRAINED, budget)
+    base = operator_records(HFPolicy(config.model, seed=config.eval.seed), budget)  # greedy: the same for every seed
+    return {(run.arm.name, run.seed): {**write_records(run, "eval_before_operator", base),
+                                       **write_records(run, "eval_after_operator",
+                                                       operator_records(trained_policy(run, config), budget))}
+            for run in hybrid}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_budget_arguments(parser, steps=20, max_minutes=60.0, heldout=64)
     parser.add_argument("--success-only", action="store_true",
                         help="also train the hybrid reward's ablation: the success check alone (same steps, samples)")
+    parser.add_argument("--no-operator", action="store_true",
+                        help="skip the operator agent's evaluations (four roles a turn: the longest part after training)")
     args = parser.parse_args()
     budget = budget_from(args)
     runs = run_arms([TRAINED, SUCCESS_ONLY] if args.success_only else [TRAINED], budget,
                     runs_dir_from(args, "web-agent"))
     hybrid = [run for run in runs if run.arm == TRAINED]
-    config = arm_config(TRAINED, budget)
-    base = operator_records(HFPolicy(config.model, seed=config.eval.seed), budget)  # greedy: the same for every seed
-    extra = {(run.arm.name, run.seed): {**write_records(run, "eval_before_operator", base),
-                                        **write_records(run, "eval_after_operator",
-                                                        operator_records(trained_policy(run, config), budget))}
-             for run in hybrid}
-    comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after")),
-                   compare("operator_vs_single", Measure(hybrid, "eval_after"), Measure(hybrid, "eval_after_operator")),
-                   compare("operator_vs_single_base", Measure(hybrid, "eval_before"),
-                           Measure(hybrid, "eval_before_operator"))]
+    comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
+    extra = {} if args.no_operator else operator_evaluations(hybrid, budget)
+    if extra:
+        comparisons += [compare("operator_vs_single", Measure(hybrid, "eval_after"),
+                                Measure(hybrid, "eval_after_operator")),
+                        compare("operator_vs_single_base", Measure(hybrid, "eval_before"),
+                                Measure(hybrid, "eval_before_operator"))]
     if args.success_only:
         ablation = [run for run in runs if run.arm == SUCCESS_ONLY]
         comparisons.append(compare("hybrid_vs_success_only", Measure(ablation), Measure(hybrid)))
