@@ -425,7 +425,7 @@ OTHER_MODELS = [
     (["model.path='hf:'"], "model.path=hf:: name a model, e.g. hf:HuggingFaceTB/SmolLM2-135M-Instruct"),
     (["model.chat_template=/nowhere/template.jinja"], "model.chat_template=/nowhere/template.jinja: neither a Jinja "
      "template (no {{ or {%) nor a file; give the template text or the path of a .jinja file"),
-    (["model.dtype=fp8"], "config key 'model.dtype' must be one of float32, bfloat16, auto; got 'fp8'"),
+    (["model.dtype=fp8"], "config key 'model.dtype' must be one of float32, bf16-mixed, bfloat16, auto; got 'fp8'"),
 ]
 
 

@@ -77,7 +77,8 @@ def encode_chat(tokenizer, user_message: str | list[dict[str, str]], response_pr
     return tokenizer(text + response_prefix, add_special_tokens=False).input_ids
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "auto": "auto"}
+# The weights' dtype of each ``model.dtype``; bf16-mixed keeps float32 weights and computes under bf16 autocast.
+DTYPES = {"float32": torch.float32, "bf16-mixed": torch.float32, "bfloat16": torch.bfloat16, "auto": "auto"}
 
 
 def read_chat_template(value: str) -> str:
@@ -247,10 +248,16 @@ class HFPolicy:
                  stop_token_ids: Sequence[int] = ()) -> list[list[Completion]]:
         """n completions per prompt (or n[i] for prompt i). Returns one list of Completions per prompt.
         A completion also ends after any of ``stop_token_ids`` (then ``finished`` is False)."""
-        return sample_groups(self.causal_lm, prompts, group_sizes(n, len(prompts)), max_new_tokens,
-                             pad_id=self.pad_id, eos_ids=self.eos_ids, generator=self.generator, device=self.device,
-                             temperature=temperature, top_p=top_p, greedy=greedy, stop_token_ids=stop_token_ids,
-                             stop_repeats=self.stop_repeats)
+        with self._precision():
+            return sample_groups(self.causal_lm, prompts, group_sizes(n, len(prompts)), max_new_tokens,
+                                 pad_id=self.pad_id, eos_ids=self.eos_ids, generator=self.generator,
+                                 device=self.device, temperature=temperature, top_p=top_p, greedy=greedy,
+                                 stop_token_ids=stop_token_ids, stop_repeats=self.stop_repeats)
+
+    def _precision(self) -> torch.autocast:
+        """The forwards' precision: bf16 autocast under ``model.dtype=bf16-mixed`` (backward follows the forward's
+        dtypes outside it), else the weights' own."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.dtype == "bf16-mixed")
 
     # ---- training forward ------------------------------------------------------------------
     def completion_logprobs(self, prompts: list[list[int]], completions: list[list[int]], n: int | Sequence[int],
@@ -277,15 +284,17 @@ class HFPolicy:
                        n: int | Sequence[int]) -> list[float]:
         """Each completion's mean per-token KL(uniform || p), p the policy's next-token distribution
         (Intuitor's self-certainty, Zhao et al. 2025): high where the policy is confident."""
-        logits, _, mask = completion_logits(self.causal_lm, prompts, completions, group_sizes(n, len(prompts)),
-                                            1.0, self.pad_id, self.device)
+        with self._precision():
+            logits, _, mask = completion_logits(self.causal_lm, prompts, completions, group_sizes(n, len(prompts)),
+                                                1.0, self.pad_id, self.device)
         per_token = -math.log(logits.shape[-1]) - torch.log_softmax(logits, dim=-1).mean(-1)  # (N,)
         rows = torch.zeros(mask.shape, dtype=per_token.dtype, device=mask.device).masked_scatter(mask, per_token)
         return (rows.sum(1) / mask.sum(1).clamp(min=1)).tolist()
 
     def _logprobs(self, lm: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]],
                   sizes: list[int], temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-        return completion_logprobs(lm, prompts, completions, sizes, temperature, self.pad_id, self.device)
+        with self._precision():
+            return completion_logprobs(lm, prompts, completions, sizes, temperature, self.pad_id, self.device)
 
     # ---- updates and state -----------------------------------------------------------------
     def zero_grad(self) -> None:
