@@ -136,3 +136,39 @@ def test_bf16_mixed_trains_float32_weights_with_bf16_forwards():
         moved[dtype] = changed / sum(b.numel() for b in before)
     assert computed == {"bf16-mixed": torch.bfloat16, "bfloat16": torch.bfloat16}
     assert moved["bf16-mixed"] > 0.5 and moved["bfloat16"] < 0.1, moved
+
+
+def test_gradient_checkpointing_keeps_prefix_sharing_exact_and_saves_less():
+    """model.gradient_checkpointing: the completion pass's layers are replayed in backward reading the prompt's
+    cache (never writing it twice), so log-probs equal a plain forward over prompt + completion, gradients equal
+    the un-checkpointed ones, and the decoder saves far fewer bytes for backward."""
+    import torch
+
+    from autotelic.backends.forward import completion_hidden
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+
+    prompts, completions = [[11, 12, 13, 14], [21, 22, 23]], [[5, 6, 7] * 20, [8, 9], [30, 31] * 25, [1, 2, 3]]
+    results = {}
+    for checkpointed in (False, True):
+        policy = HFPolicy(ModelConfig(path="random:qwen2-tiny", lora=False, threads=1,
+                                      gradient_checkpointing=checkpointed), seed=0)
+        logprobs, mask = policy.completion_logprobs(prompts, completions, 2)
+        (-(logprobs * mask).sum()).backward()
+        saved = [0]
+
+        def pack(tensor: torch.Tensor) -> torch.Tensor:
+            saved[0] += tensor.numel() * tensor.element_size()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            completion_hidden(policy.causal_lm, prompts, completions, [2, 2], policy.pad_id, policy.device)
+        results[checkpointed] = (logprobs.detach(), [p.grad.clone() for p in policy.trainable], saved[0])
+        with torch.no_grad():
+            full = policy.causal_lm(input_ids=torch.tensor([prompts[1] + completions[2]])).logits[0].log_softmax(-1)
+        plain = full[len(prompts[1]) - 1:-1].gather(1, torch.tensor(completions[2])[:, None]).squeeze(1)
+        assert torch.allclose(logprobs[2, :len(completions[2])], plain, atol=1e-4)
+    (whole, whole_grads, whole_bytes), (replayed, replayed_grads, replayed_bytes) = results[False], results[True]
+    assert torch.allclose(whole, replayed, atol=1e-6)
+    assert all(torch.allclose(a, b, atol=1e-6, rtol=1e-5) for a, b in zip(whole_grads, replayed_grads))
+    assert replayed_bytes < 0.5 * whole_bytes, (replayed_bytes, whole_bytes)

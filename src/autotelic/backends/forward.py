@@ -1,11 +1,17 @@
 """The transformers backend's training forward, with prefix sharing: each prompt runs once and its KV cache
 is repeated per sample (autograd flows through the repeat, so gradients are exact); the LM head runs on
-real completion tokens only, a chunk of tokens at a time when they are many (``LOGIT_CHUNK_TOKENS``)."""
+real completion tokens only, a chunk of tokens at a time when they are many (``LOGIT_CHUNK_TOKENS``). With
+``model.gradient_checkpointing`` the completion pass's decoder layers keep only their inputs and are replayed in
+backward; they read the prompt's cache without writing it (``PromptCache``), so the replay sees the same cache."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch.utils.checkpoint import checkpoint
+from transformers import DynamicCache
 
 from autotelic.backends.batching import left_pad, repeat_index, right_pad
 
@@ -16,15 +22,48 @@ from autotelic.backends.batching import left_pad, repeat_index, right_pad
 LOGIT_CHUNK_TOKENS = 4096
 
 
+class PromptCache(DynamicCache):
+    """The prompt pass's KV cache, which the completion pass only reads once ``frozen``: a layer's update returns
+    the prompt's states with the new ones appended and stores nothing. So a decoder layer that activation
+    checkpointing replays in backward (``model.gradient_checkpointing``) sees the cache its forward saw."""
+
+    frozen = False
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.frozen:
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        layer = self.layers[layer_idx]
+        return torch.cat([layer.keys, key_states], dim=-2), torch.cat([layer.values, value_states], dim=-2)
+
+
+@contextmanager
+def layers_not_checkpointed(body: torch.nn.Module) -> Iterator[None]:
+    """Decoder layers run whole inside: the prompt pass writes the cache, and a replay would write it again."""
+    layers = list(body.layers)
+    states = [layer.gradient_checkpointing for layer in layers]
+    for layer in layers:
+        layer.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for layer, state in zip(layers, states):
+            layer.gradient_checkpointing = state
+
+
 def completion_hidden(lm: torch.nn.Module, prompts: list[list[int]], completions: list[list[int]], sizes: list[int],
                       pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The last hidden state before every real completion token (N, D), those tokens (N,) and the (B, T) mask."""
     body = lm.get_decoder()
     rows = repeat_index(sizes).to(device)
     ids, mask, positions = (t.to(device) for t in left_pad(prompts, pad_id))
-    prompt_out = body(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-    cache = prompt_out.past_key_values
+    cache = PromptCache(config=lm.config)
+    with layers_not_checkpointed(body):
+        # the layers write the cache they are given; use_cache would only ask for a new one
+        prompt_out = body(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                          use_cache=False)
     cache.batch_select_indices(rows)
+    cache.frozen = True  # the completion pass reads it (its layers may be checkpointed and replayed)
     hidden = prompt_out.last_hidden_state[:, -1:][rows]  # (B, 1, D): predicts token 0
     completion_ids, completion_mask = (t.to(device) for t in right_pad(completions, pad_id))  # (B, T)
     if completion_ids.shape[1] > 1:
@@ -33,7 +72,7 @@ def completion_hidden(lm: torch.nn.Module, prompts: list[list[int]], completions
         start = positions[:, -1:][rows] + 1
         steps = torch.arange(inputs.shape[1], device=device)[None, :]
         rest = body(input_ids=inputs, attention_mask=full_mask, position_ids=start + steps,
-                    past_key_values=cache, use_cache=True).last_hidden_state
+                    past_key_values=cache, use_cache=False).last_hidden_state
         hidden = torch.cat([hidden, rest], dim=1)  # (B, T, D)
     # the LM head runs on real completion tokens only
     return hidden[completion_mask], completion_ids[completion_mask], completion_mask

@@ -180,6 +180,10 @@ class HFPolicy:
         self.device = resolve_device(config.device)
         self.model = model.to(self.device)
         self.model.train()
+        if config.gradient_checkpointing:
+            self.causal_lm.gradient_checkpointing_enable({"use_reentrant": False})
+            for layer in self.causal_lm.get_decoder().layers:
+                layer._can_checkpoint_with_cache = True  # the completion pass only reads its PromptCache
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         eos = {self.tokenizer.eos_token_id}
         generation_eos = getattr(model.generation_config, "eos_token_id", None)

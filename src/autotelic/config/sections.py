@@ -50,6 +50,11 @@ class ModelConfig:
     bench/RESULTS.md; with LoRA the trained adapters stay float32) or auto (the checkpoint's own). On a GPU bf16 pays
     only where the update, not sampling, dominates: for the 135M model float32 was the fastest."""
 
+    gradient_checkpointing: bool = False
+    """Activation checkpointing in the update: each decoder layer of the completion pass keeps only its input and is
+    run again in backward: one more forward for much less memory on long samples (web episodes, code) or large
+    micro-batches (``algorithm.micro_batch_tokens``). Prefix sharing stays."""
+
     def problems(self, key: str) -> list[str]:
         return [*filled(f"{key}.path", self.path), *filled(f"{key}.chat_template", self.chat_template),
                 *count(f"{key}.lora_rank", self.lora_rank),
