@@ -7,6 +7,7 @@ Arms:
   config above set (batch, group, lengths, lr, beta, temperature; fp32 on the CPU);
 - trl_no_checkpointing: the same with gradient_checkpointing=False;
 - autotelic_all_groups: every group trained on, as TRL does: the same work per step;
+- autotelic_checkpointing: the same with model.gradient_checkpointing=true, like TRL's default;
 - autotelic_default: autotelic's default pipeline, which skips the update of groups whose rewards do not vary;
 - autotelic_lora: LoRA r=32, lr 4e-4 (recipes/lora.yaml), for reference.
 
@@ -113,6 +114,8 @@ def arms(steps: int) -> dict[str, Callable[[Pause, dict], None]]:
         "trl_default": trl_arm(steps, None),
         "trl_no_checkpointing": trl_arm(steps, False),
         "autotelic_all_groups": autotelic_arm(steps, [*full, "filter.drop_zero_variance=false"]),
+        "autotelic_checkpointing": autotelic_arm(steps, [*full, "filter.drop_zero_variance=false",
+                                                         "model.gradient_checkpointing=true"]),
         "autotelic_default": autotelic_arm(steps, full),
         "autotelic_lora": autotelic_arm(steps, ["model.lora=true", "algorithm.lr=4e-4"]),
     }
@@ -185,7 +188,7 @@ def main() -> None:
         return alone_child(args.alone)
     apply_process_settings()
     started = time.perf_counter()
-    # children first, while this process is small: five arms' models and optimizers need ~10 GB at once
+    # children first, while this process is small: the arms' models and optimizers, about 2 GB each, all at once
     alone = {}
     for name in arms(1):
         alone[name] = run_alone(name)
