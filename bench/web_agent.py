@@ -70,15 +70,17 @@ def main() -> None:
     parser.add_argument("--success-only", action="store_true",
                         help="also train the hybrid reward's ablation: the success check alone (same steps, samples)")
     parser.add_argument("--no-operator", action="store_true",
-                        help="skip the operator agent's evaluations (four roles a turn: the longest part after training)")
+                        help="skip the operator agent's evaluations (four roles a turn: the longest part after "
+                             "training)")
     args = parser.parse_args()
     budget = budget_from(args)
     runs = run_arms([TRAINED, SUCCESS_ONLY] if args.success_only else [TRAINED], budget,
                     runs_dir_from(args, "web-agent"))
     hybrid = [run for run in runs if run.arm == TRAINED]
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
-    extra = {} if args.no_operator else operator_evaluations(hybrid, budget)
-    if extra:
+    extra = {}
+    if not args.no_operator:
+        extra = operator_evaluations(hybrid, budget)
         comparisons += [compare("operator_vs_single", Measure(hybrid, "eval_after"),
                                 Measure(hybrid, "eval_after_operator")),
                         compare("operator_vs_single_base", Measure(hybrid, "eval_before"),

@@ -37,6 +37,14 @@ class PromptCache(DynamicCache):
         return torch.cat([layer.keys, key_states], dim=-2), torch.cat([layer.values, value_states], dim=-2)
 
 
+def checkpoint_completion_layers(lm: torch.nn.Module) -> None:
+    """``model.gradient_checkpointing``: transformers' layer checkpointing, told to keep the cache the completion
+    pass passes (a frozen ``PromptCache``, which a replay reads unchanged) instead of dropping it."""
+    lm.gradient_checkpointing_enable({"use_reentrant": False})
+    for layer in lm.get_decoder().layers:
+        layer._can_checkpoint_with_cache = True
+
+
 @contextmanager
 def layers_not_checkpointed(body: torch.nn.Module) -> Iterator[None]:
     """Decoder layers run whole inside: the prompt pass writes the cache, and a replay would write it again."""

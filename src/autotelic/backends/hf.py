@@ -27,7 +27,7 @@ import torch
 from autotelic.backends import Completion, PolicyBackend
 from autotelic.backends.batching import group_sizes
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError, embedded_model_dir, random_model_dir
-from autotelic.backends.forward import completion_logits, completion_logprobs
+from autotelic.backends.forward import checkpoint_completion_layers, completion_logits, completion_logprobs
 from autotelic.backends.hub import HUB_PREFIX, NotCachedError, cached_model_dir
 from autotelic.backends.sampling import sample_groups
 from autotelic.checkpoint import publish_dir
@@ -181,9 +181,7 @@ class HFPolicy:
         self.model = model.to(self.device)
         self.model.train()
         if config.gradient_checkpointing:
-            self.causal_lm.gradient_checkpointing_enable({"use_reentrant": False})
-            for layer in self.causal_lm.get_decoder().layers:
-                layer._can_checkpoint_with_cache = True  # the completion pass only reads its PromptCache
+            checkpoint_completion_layers(self.causal_lm)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         eos = {self.tokenizer.eos_token_id}
         generation_eos = getattr(model.generation_config, "eos_token_id", None)
