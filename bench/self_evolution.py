@@ -18,10 +18,11 @@ Arms (each recipe as shipped in recipes/, then its ablation):
 - spiral: self-play against the evolving policy itself vs a fixed opponent (the frozen base policy), the
   fixed-opponent arm with twice the games per task so that both train on the same samples per step. The
   recipe's own score (legal opening moves) saturates for both arms and cannot separate them; the comparison
-  is the win rate against the base policy in at least ``--heldout`` games on the evaluation deals (Kuhn poker
-  has 6 deals, which self-play training plays too), the trained policy in either seat, at the recipe's
-  temperature from a fixed seed. The base policy is the fixed-opponent arm's training opponent too, which
-  favours that arm.
+  is the win rate against a rule player (``kuhn_poker_rules``: bets or calls with the king, folds the jack),
+  an opponent neither arm trained with, in at least ``--heldout`` games on the evaluation deals (Kuhn poker has
+  6 deals, which self-play training plays too), the trained policy in either seat, at the recipe's temperature
+  from a fixed seed. The win rate against the base policy is reported too but not compared: the base policy is
+  the fixed-opponent arm's training opponent, which favours that arm (compared before 2026-11-26).
 
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed, the same samples per step,
 ``--max-minutes`` a safety net flagged if it binds; ``--seeds`` training seeds, one held-out set of at least
@@ -48,6 +49,7 @@ from autotelic.backends.hf import HFPolicy
 from autotelic.config import RunConfig
 from autotelic.envs import make_game_factory
 from autotelic.rollout.selfplay import SelfPlaySampler
+from autotelic.tasks.textarena_games import kuhn_poker_rules
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 ABLATIONS: dict[str, tuple[str, ...]] = {
@@ -85,15 +87,17 @@ def matched(ablation: Arm, creator_runs: list[ArmRun]) -> Arm:
                ablation.label)
 
 
-def spiral_wins(run: ArmRun, budget: Budget) -> float:
-    """Games of the trained policy against the base policy on the evaluation deals, at least ``budget.heldout``
-    of them (Kuhn poker has 6 deals: each is played many times, the trained policy in either seat, at the
-    recipe's temperature from a fixed seed), to ``eval_after_wins.jsonl``, 1 for a win; returns the win rate."""
-    config: RunConfig = arm_config(run.arm, budget)
-    base = HFPolicy(config.model, seed=config.eval.seed)
-    sampler = SelfPlaySampler(trained_policy(run, config), make_game_factory(config.generate.env),
-                              config.generate.temperature, max_turns=config.episode.max_turns, opponent=base)
-    deals = heldout_of(run.arm, budget)
+def spiral_wins(policy: HFPolicy, run_dir: Path, arm: Arm, budget: Budget, against: str) -> float:
+    """Games of ``policy`` against ``against`` ("base": the base policy; "rules": ``kuhn_poker_rules``, a player
+    neither arm trained with) on the evaluation deals, at least ``budget.heldout`` of them (Kuhn poker has 6 deals:
+    each is played many times, ``policy`` in either seat, at the recipe's temperature from a fixed seed), to
+    ``<run_dir>/eval_after_wins_<against>.jsonl``, 1 for a win; returns the win rate."""
+    config: RunConfig = arm_config(arm, budget)
+    opponent = {"opponent": HFPolicy(config.model, seed=config.eval.seed)} if against == "base" else {
+        "rules": kuhn_poker_rules}
+    sampler = SelfPlaySampler(policy, make_game_factory(config.generate.env), config.generate.temperature,
+                              max_turns=config.episode.max_turns, **opponent)
+    deals = heldout_of(arm, budget)
     games = 2 * -(-budget.heldout // (2 * len(deals)))  # per deal, even: as many in either seat
     torch.manual_seed(config.eval.seed)
     records = []
@@ -102,15 +106,32 @@ def spiral_wins(run: ArmRun, budget: Budget) -> float:
             records += [{"family": deal.family, "level": deal.level, "prompt": deal.prompt,
                          "unit": f"seat {sample.info['player']} game {index}",
                          "correct": float(sample.info["return"] > 0)} for index, sample in enumerate(group.samples)]
-    (run.run_dir / "eval_after_wins.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / f"eval_after_wins_{against}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return sum(r["correct"] for r in records) / len(records)
+
+
+def spiral_rows(runs: list[ArmRun], budget: Budget, runs_dir: Path) -> tuple[dict, dict]:
+    """Each trained policy's win rates against the base policy and against the rules (the compared one), and
+    the base policy's own win rate against the rules: what training started from."""
+    rows = {}
+    for run in runs:
+        policy = trained_policy(run, arm_config(run.arm, budget))
+        rows[(run.arm.name, run.seed)] = {f"win_rate_vs_{against}": spiral_wins(policy, run.run_dir, run.arm,
+                                                                                budget, against)
+                                          for against in ("base", "rules")}
+        rows[(run.arm.name, run.seed)]["note"] = "accuracy: legal opening moves, saturated, not compared"
+    arm = runs[0].arm
+    config = arm_config(arm, budget)
+    base = spiral_wins(HFPolicy(config.model, seed=config.eval.seed), runs_dir / "spiral-base", arm, budget, "rules")
+    return rows, {"spiral_base_win_rate_vs_rules": base}
 
 
 def measure(recipe: str, runs: list[ArmRun]) -> Measure:
     if recipe == "comas":
         return Measure(runs, "eval_after_discussion", "final")
     if recipe == "spiral":
-        return Measure(runs, "eval_after_wins")
+        return Measure(runs, "eval_after_wins_rules")
     return Measure(runs)
 
 
@@ -123,7 +144,7 @@ def main() -> None:
     args = parser.parse_args()
     budget = budget_from(args)
     runs_dir = runs_dir_from(args, "self-evolution")
-    runs, comparisons, extra = [], [], {}
+    runs, comparisons, extra, summary = [], [], {}, {}
     for recipe in args.recipes:
         shipped, ablation = arms_of(recipe, budget)
         if recipe == "agent0":  # the creator arm first: its draws size the ablation
@@ -139,14 +160,14 @@ def main() -> None:
                                            measure(recipe, [r for r in these if r.arm == shipped]),
                                            measure(recipe, [r for r in these if r.arm == trained[0]])))
         if recipe == "spiral":
-            extra |= {(run.arm.name, run.seed): {"win_rate_vs_base": spiral_wins(run, budget),
-                                                 "note": "accuracy: legal opening moves, saturated, not compared"}
-                      for run in these}
+            rows, base = spiral_rows(these, budget, runs_dir)
+            extra |= rows
+            summary |= base
         name = f"{recipe}_vs_ablation" + (f" [{TEST_TIME}]" if shipped.label else "")
         comparisons.append(compare(name, measure(recipe, [r for r in these if r.arm == ablation]),
                                    measure(recipe, [r for r in these if r.arm == shipped])))
         runs += these
-    report("self_evolution", runs, comparisons, budget, args.results_dir, extra)
+    report("self_evolution", runs, comparisons, budget, args.results_dir, extra, summary or None)
 
 
 if __name__ == "__main__":

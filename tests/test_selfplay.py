@@ -40,6 +40,9 @@ class ScriptedPolicy:
         assert after_eos
         return [ord(c) for c in f"<u>{observation}<a>"]
 
+    def encode_completion(self, text: str) -> list[int]:
+        return [ord(c) for c in text] + [EOS]
+
     def decode(self, token_ids: list[int]) -> str:
         return "".join(chr(t) for t in token_ids if t != EOS)
 
@@ -256,3 +259,27 @@ def test_a_fixed_opponent_plays_the_other_seat_and_only_the_policys_seats_form_g
     # the policy was asked for exactly its own seats' moves; the opponent for the rest
     assert len(policy.contexts) == sum(s.info["turns"] for g in groups for s in g.samples)
     assert len(opponent.contexts) >= 8  # at least one move in each of the 8 games
+
+
+def test_a_rule_opponent_plays_kuhn_poker_by_its_cards():
+    from autotelic.tasks.textarena_games import KUHN_CARDS, TextArenaGame, kuhn_poker_rules
+
+    policy = ScriptedPolicy(lambda context: "[bet]")
+    sampler = SelfPlaySampler(policy, make_game_factory("textarena"), max_turns=6, rules=kuhn_poker_rules)
+    tasks = [_kuhn(seed) for seed in range(12)]
+    groups = sampler.generate(tasks, 2, 2000)
+    assert len(policy.contexts) == sum(s.info["turns"] for g in groups for s in g.samples)  # only its own seats
+    outcomes = set()
+    for group in groups:
+        deal = TextArenaGame()
+        deal.reset(next(t for t in tasks if t.uid == group.task.uid.split("/")[0]))
+        cards = {p: KUHN_CARDS[c] for p, c in deal.game.state.game_state["player_cards"].items()}
+        for sample in group.samples:
+            mine, theirs = cards[sample.info["player"]], cards[1 - sample.info["player"]]
+            # always betting beats the rules' jack (it folds) and loses to their king (it bets or calls); against
+            # the queen, which calls, the showdown decides
+            assert sample.info["return"] == (1.0 if theirs == "J" or mine == "K" else -1.0), (mine, theirs)
+            outcomes.add((mine, theirs))
+    assert len(outcomes) == 6  # every deal, from either seat
+    with pytest.raises(ValueError, match="one fixed opponent"):
+        SelfPlaySampler(policy, make_game_factory("textarena"), opponent=policy, rules=kuhn_poker_rules)

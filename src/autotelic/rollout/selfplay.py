@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from autotelic.backends import Completion, PolicyBackend
 from autotelic.envs import TwoPlayerGame
@@ -67,8 +68,9 @@ class SelfPlaySampler:
     """``size`` games per task, the policy in both seats; two groups per task (see the module docstring).
 
     ``opponent``: a fixed (never trained) player instead of the policy itself, SPIRAL's fixed-opponent
-    baseline. The policy then takes seat 0 in even games and seat 1 in odd ones, and only its seats form
-    groups.
+    baseline; or ``rules``: a scripted one, the move it makes for a player in a game (e.g.
+    ``tasks.textarena_games.kuhn_poker_rules``), to evaluate against a player no arm trained with. The policy
+    then takes seat 0 in even games and seat 1 in odd ones, and only its seats form groups.
     """
 
     policy: PolicyBackend
@@ -77,6 +79,15 @@ class SelfPlaySampler:
     top_p: float = 1.0
     max_turns: int = 8
     opponent: PolicyBackend | None = None
+    rules: Callable[[Any, int], str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.opponent is not None and self.rules is not None:
+            raise ValueError("SelfPlaySampler takes one fixed opponent: a policy (opponent) or rules, not both")
+
+    @property
+    def _fixed(self) -> bool:
+        return self.opponent is not None or self.rules is not None
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         games = [[self._table(task, learner=i % 2) for i in range(size)]
@@ -85,7 +96,7 @@ class SelfPlaySampler:
         groups = []
         for task, tables in zip(tasks, games):
             for role in ROLES:
-                seats = [table.seats[role] for table in tables if self.opponent is None or table.learner == role]
+                seats = [table.seats[role] for table in tables if not self._fixed or table.learner == role]
                 if seats:
                     groups.append(self._group(task, role, seats))
         return groups
@@ -96,11 +107,13 @@ class SelfPlaySampler:
         seats = tuple(_Seat(episode_sample(self.policy, player=role), game.observe(role)) for role in ROLES)
         return _Table(game, seats, learner)
 
-    def _player(self, table: _Table, role: int) -> PolicyBackend:
-        return self.policy if self.opponent is None or role == table.learner else self.opponent
+    def _player(self, table: _Table, role: int) -> PolicyBackend | None:
+        """Who moves for ``role``: the policy, the fixed opponent policy, or None for the rules."""
+        return self.policy if not self._fixed or role == table.learner else self.opponent
 
     def _moves(self, movers: list[tuple[_Table, _Seat]], max_new_tokens: int) -> list[Completion]:
-        """Each mover's next move: one batched call per player (the policy, and the fixed opponent if any)."""
+        """Each mover's next move: one batched call per player (the policy, and the fixed opponent if any); the
+        rules' moves as the tokens the policy would have written for them."""
         moves: list[Completion | None] = [None] * len(movers)
         for backend in [self.policy] + ([self.opponent] if self.opponent is not None else []):
             mine = [i for i, (table, seat) in enumerate(movers)
@@ -109,6 +122,11 @@ class SelfPlaySampler:
                 contexts = [(movers[i][1].prompt, movers[i][1].sample) for i in mine]
                 for i, move in zip(mine, next_turns(backend, contexts, max_new_tokens, self.temperature, self.top_p)):
                     moves[i] = move
+        if self.rules is not None:
+            for i, (table, seat) in enumerate(movers):
+                if self._player(table, seat.sample.info["player"]) is None:
+                    ids = self.policy.encode_completion(self.rules(table.game, seat.sample.info["player"]))
+                    moves[i] = Completion(ids, [0.0] * len(ids), finished=True)
         return moves
 
     def _show(self, seat: _Seat, news: str) -> None:

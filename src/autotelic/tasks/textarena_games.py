@@ -109,6 +109,21 @@ class TextArenaGame:
 
 
 
+KUHN_CARDS = "JQK"
+
+
+def kuhn_poker_rules(game: TextArenaGame, player: int) -> str:
+    """A fixed rule player for one-round Kuhn poker, for evaluation against a player no training run met: it
+    bets or calls with the king, checks and calls with the queen, checks and folds with the jack (Kuhn's
+    equilibrium without its bluffs and mixed calls, so deterministic and exploitable, yet beaten only by
+    play that tells the cards apart)."""
+    card = KUHN_CARDS[game.game.state.game_state["player_cards"][player]]
+    legal = game.game.state.game_state["current_legal_action_tree"]
+    if "check" in legal:  # no bet on the table
+        return "[bet]" if card == "K" else "[check]"
+    return "[fold]" if card == "J" else "[call]"
+
+
 @dataclass(frozen=True)
 class TextArenaFamily:
     name: str
