@@ -154,7 +154,7 @@ def test_devices_are_resolved_and_a_missing_gpu_is_named():
 def test_a_random_shape_has_its_architectures_size_and_an_unknown_one_is_named():
     """random:qwen2-0.5b (the 0.5B GPU recipe's model) has Qwen2-0.5B's body, built here without weights."""
     from autotelic.backends.embedded import ModelFileError, random_model
-    from autotelic.backends.hf import resolve_model_dir
+    from autotelic.backends.model_dir import resolve_model_dir
 
     model, _ = random_model("qwen2-0.5b", device="meta")
     body = sum(p.numel() for name, p in model.named_parameters() if "embed_tokens" not in name)

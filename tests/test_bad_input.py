@@ -343,8 +343,8 @@ ENV_MODULES = {  # module name -> its source, written to a folder on sys.path
 }
 ENVIRONMENTS = [  # (generate.env and its args, the message)
     (["generate.env=no_such_env_xyz"], "unknown environment 'no_such_env_xyz'; built in: guess_number, calculator, "
-     "python, textarena, web, web_browser; or a module with load_environment(**kwargs) by dotted path (my_pkg.my_env, "
-     "found on PYTHONPATH) or installed under the 'autotelic.environments' entry point"),
+     "python, textarena, web, web_browser, web_screenshot; or a module with load_environment(**kwargs) by dotted "
+     "path (my_pkg.my_env, found on PYTHONPATH) or installed under the 'autotelic.environments' entry point"),
     (["generate.env=my_pkg_xyz.env"], "unknown environment 'my_pkg_xyz.env'; built in:"),
     (["generate.env=json"], "unknown environment 'json': the module json has no load_environment(**kwargs) returning "
                             "an EnvironmentSpec; built in:"),

@@ -616,7 +616,8 @@ def test_a_model_from_the_local_hugging_face_cache_with_its_own_chat_template(tm
     template = tmp_path / "plain.jinja"
     template.write_text("{% for m in messages %}<<{{ m['content'] }}>>{% endfor %}{% if add_generation_prompt %}A:"
                         "{% endif %}")
-    code = ("import torch; from autotelic.backends.hf import HFPolicy, model_dir_problem, resolve_model_dir; "
+    code = ("import torch; from autotelic.backends.hf import HFPolicy; "
+            "from autotelic.backends.model_dir import model_dir_problem, resolve_model_dir; "
             "from autotelic.config import ModelConfig; "
             f"print(resolve_model_dir('hf:me/tiny'), resolve_model_dir('hf:me/tiny@{COMMIT}')); "
             "print(model_dir_problem('model.path', 'hf:me/tiny')); "

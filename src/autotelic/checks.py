@@ -10,7 +10,8 @@ from pathlib import Path
 
 from autotelic.algorithms import ADVANTAGE_ESTIMATORS, BATCH_BASELINED, AlgorithmSpec, get_algorithm
 from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError
-from autotelic.backends.hf import NAMED_MODELS, model_dir_problem, read_chat_template, resolve_device
+from autotelic.backends.hf import NAMED_MODELS, resolve_device
+from autotelic.backends.model_dir import model_dir_problem, read_chat_template, sees_images
 from autotelic.backends.vllm import require_vllm, vllm_problems
 from autotelic.config import ConfigError, RunConfig, missing_package
 from autotelic.curricula.evolve import OPERATIONS, unknown_operation
@@ -30,7 +31,8 @@ from autotelic.win_rate import prompts_problems
 # Rewards that compare against Task.answer (or hidden tests): meaningless on prompts an LLM wrote.
 LABELLED_REWARDS = {"verifier", "math_verify", "unit_tests"}
 # Environments that need an optional package: (package, pip extra).
-ENV_PACKAGES = {"textarena": ("textarena", "games"), "web_browser": ("playwright", "web")}
+ENV_PACKAGES = {"textarena": ("textarena", "games"), "web_browser": ("playwright", "web"),
+                "web_screenshot": ("playwright", "web")}
 
 
 class TrainingError(RuntimeError):
@@ -115,6 +117,12 @@ def model_problems(config: RunConfig) -> list[str]:
             read_chat_template(config.model.chat_template)
         except ModelFileError as error:
             problems.append(str(error))
+    env = config.generate.env
+    if (env == "web_screenshot" or config.generate.env_args.get("screenshot")) and not sees_images(config.model.path):
+        model = f"model.path={config.model.path}" if config.model.path else "the embedded model"
+        problems.append(f"generate.env={env} shows page screenshots, which {model} (text only) cannot read: set "
+                        "model.path to a vision-language model (Idefics3/SmolVLM; random:smolvlm-tiny to try it) or "
+                        "use generate.env=web_browser")
     return problems
 
 

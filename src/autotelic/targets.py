@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def target_config(target: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> tuple[RunConfig, Path]:
     """(config, model directory) of a run directory (its config and exported model) or a plain model directory."""
-    from autotelic.backends.hf import model_dir_problem
+    from autotelic.backends.model_dir import model_dir_problem
     from autotelic.checks import TrainingError
 
     path = Path(target)

@@ -22,7 +22,8 @@ import torch
 
 from autotelic.backends.batching import left_pad
 from autotelic.backends.embedded import ModelFileError
-from autotelic.backends.hf import encode_chat, resolve_model_dir
+from autotelic.backends.hf import encode_chat
+from autotelic.backends.model_dir import resolve_model_dir
 from autotelic.config.sections import LORA_TARGETS
 
 HEAD_FILE = "value_head.pt"

@@ -28,7 +28,19 @@ RANDOM_SHAPES = {
     "qwen2-tiny": ("Qwen2Config", {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
                                    "num_key_value_heads": 2, "intermediate_size": 512, "tie_word_embeddings": True,
                                    "max_position_embeddings": 4096}),
+    # vision-language (backends/vision.py): SmolVLM-256M's shape (SigLIP-B/16 at 512 px, SmolLM2-135M's text model)
+    "smolvlm-256m": ("Idefics3Config", {
+        "scale_factor": 4, "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                                             "num_attention_heads": 12, "image_size": 512, "patch_size": 16},
+        "text_config": {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                        "num_attention_heads": 9, "num_key_value_heads": 3, "max_position_embeddings": 8192}}),
+    "smolvlm-tiny": ("Idefics3Config", {
+        "scale_factor": 2, "vision_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                             "num_attention_heads": 2, "image_size": 64, "patch_size": 16},
+        "text_config": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                        "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 4096}}),
 }
+VISION_TOKENS = ["<fake_token_around_image>", "<image>", "<global-img>"]  # Idefics3's, added to the tokenizer
 
 
 class ModelFileError(RuntimeError):
@@ -92,8 +104,9 @@ def _convert_embedded() -> tuple[Any, Any]:
 
 
 def random_model(shape: str, device: str = "cpu") -> tuple[Any, Any]:
-    """(model, tokenizer): a causal LM of ``shape`` (a ``RANDOM_SHAPES`` name) with the embedded tokenizer's
-    vocabulary and special tokens, random weights (seed 0); ``device="meta"`` builds it without allocating them."""
+    """(model, tokenizer): a causal LM of ``shape`` (a ``RANDOM_SHAPES`` name; a vision-language one adds the image
+    tokens) with the embedded tokenizer's vocabulary and special tokens, random weights (seed 0); ``device="meta"``
+    builds it without allocating them."""
     if shape not in RANDOM_SHAPES:
         raise ModelFileError(f"model.path={RANDOM_PREFIX}{shape}: unknown shape; known: {', '.join(RANDOM_SHAPES)}")
     import torch
@@ -102,10 +115,17 @@ def random_model(shape: str, device: str = "cpu") -> tuple[Any, Any]:
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     config_class, sizes = RANDOM_SHAPES[shape]
-    config = getattr(transformers, config_class)(
-        vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, **sizes)
+    special = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+               "pad_token_id": tokenizer.pad_token_id}
     torch.manual_seed(0)
+    if config_class == "Idefics3Config":
+        tokenizer.add_special_tokens({"additional_special_tokens": VISION_TOKENS})
+        config = transformers.Idefics3Config(**{**sizes, "text_config": {**sizes["text_config"], **special,
+                                                                         "vocab_size": len(tokenizer)}},
+                                             image_token_id=tokenizer.convert_tokens_to_ids("<image>"))
+        with torch.device(device):
+            return transformers.AutoModelForImageTextToText.from_config(config), tokenizer
+    config = getattr(transformers, config_class)(vocab_size=len(tokenizer), **special, **sizes)
     with torch.device(device):
         return AutoModelForCausalLM.from_config(config), tokenizer
 

@@ -43,6 +43,9 @@ def checkpoint_completion_layers(lm: torch.nn.Module) -> None:
     lm.gradient_checkpointing_enable({"use_reentrant": False})
     for layer in lm.get_decoder().layers:
         layer._can_checkpoint_with_cache = True
+    # the layers' flags do the checkpointing; the text model's own is read only by vision-language wrappers
+    # (Idefics3), which would then refuse generation its KV cache
+    lm.get_decoder().gradient_checkpointing = False
 
 
 @contextmanager
@@ -104,6 +107,8 @@ def completion_logits(lm: torch.nn.Module, prompts: list[list[int]], completions
 def _target_logprobs(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor,
                      temperature: float) -> torch.Tensor:
     logits = head_logits(head, hidden, temperature)
+    # image tokens (ids past the vocabulary, vision.py) are observations, masked out of training: any id will do
+    targets = targets.clamp(max=logits.shape[-1] - 1)
     return logits.gather(1, targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
 
 

@@ -11,7 +11,6 @@ Two things make it several times faster than a generic trainer on CPU:
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import os
@@ -26,10 +25,11 @@ import torch
 
 from autotelic.backends import Completion, PolicyBackend
 from autotelic.backends.batching import group_sizes
-from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError, embedded_model_dir, random_model_dir
+from autotelic.backends.embedded import ModelFileError
 from autotelic.backends.forward import checkpoint_completion_layers, completion_logits, completion_logprobs
-from autotelic.backends.hub import HUB_PREFIX, NotCachedError, cached_model_dir
+from autotelic.backends.model_dir import is_vision_model, read_chat_template, resolve_model_dir
 from autotelic.backends.sampling import sample_groups
+from autotelic.backends.vision import ImageTokens
 from autotelic.checkpoint import publish_dir
 from autotelic.config import ModelConfig
 
@@ -69,70 +69,22 @@ def chat_messages(user_message: str | list[dict[str, str]], system_prompt: str |
     return messages
 
 
+def chat_text(tokenizer, user_message: str | list[dict[str, str]], response_prefix: str = "",
+              system_prompt: str | None = None) -> str:
+    """The text of a chat (``chat_messages``) up to the assistant's turn, then ``response_prefix``."""
+    messages = chat_messages(user_message, system_prompt)
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) + response_prefix
+
+
 def encode_chat(tokenizer, user_message: str | list[dict[str, str]], response_prefix: str = "",
                 system_prompt: str | None = None) -> list[int]:
-    """Token ids of a chat (``chat_messages``) up to the assistant's turn, then ``response_prefix``."""
-    messages = chat_messages(user_message, system_prompt)
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return tokenizer(text + response_prefix, add_special_tokens=False).input_ids
+    """Token ids of ``chat_text``."""
+    return tokenizer(chat_text(tokenizer, user_message, response_prefix, system_prompt),
+                     add_special_tokens=False).input_ids
 
 
 # The weights' dtype of each ``model.dtype``; bf16-mixed keeps float32 weights and computes under bf16 autocast.
 DTYPES = {"float32": torch.float32, "bf16-mixed": torch.float32, "bfloat16": torch.bfloat16, "auto": "auto"}
-
-
-def read_chat_template(value: str) -> str:
-    """``model.chat_template``: Jinja text as it is, or the text of the file it names."""
-    if "{{" in value or "{%" in value:
-        return value
-    path = Path(value).expanduser()
-    if not path.is_file():
-        raise ModelFileError(f"model.chat_template={value}: neither a Jinja template (no {{{{ or {{%) nor a file; "
-                             "give the template text or the path of a .jinja file")
-    return path.read_text()
-
-
-def resolve_model_dir(path: str | None) -> Path:
-    if path is None:
-        return embedded_model_dir()
-    if path.startswith(RANDOM_PREFIX):
-        return random_model_dir(path.removeprefix(RANDOM_PREFIX))
-    problem = model_dir_problem("model.path", path)
-    if problem is not None:
-        raise ModelFileError(problem)
-    return cached_model_dir("model.path", path) if path.startswith(HUB_PREFIX) else Path(path).expanduser()
-
-
-WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
-
-
-def model_dir_problem(key: str, path: str) -> str | None:
-    """What keeps local model directory ``path`` (the value of setting ``key``) from loading, found from its files
-    alone (damaged weights surface only when they load); None when it looks like a Hugging Face model. ``hf:NAME``
-    is the cached snapshot of NAME."""
-    if path.startswith(HUB_PREFIX):
-        try:
-            model_dir = cached_model_dir(key, path)
-        except NotCachedError as error:
-            return str(error)
-    else:
-        model_dir = Path(path).expanduser()
-    if not model_dir.is_dir():
-        return f"{key}={path}: no such directory; give a local Hugging Face model directory"
-    try:
-        settings = json.loads((model_dir / "config.json").read_text())
-    except FileNotFoundError:
-        return f"{key}={path}: not a Hugging Face model directory (no config.json there)"
-    except (ValueError, OSError) as error:
-        return f"{key}={path}: config.json cannot be read ({error}); restore it from the model's source"
-    if not isinstance(settings, dict) or "model_type" not in settings:
-        return f"{key}={path}: config.json names no model_type; restore it from the model's source"
-    if not any(any(model_dir.glob(pattern)) for pattern in WEIGHT_FILES):
-        return f"{key}={path}: no weights (model.safetensors or pytorch_model.bin); download the whole model"
-    if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
-        return f"{key}={path}: no tokenizer ({', '.join(TOKENIZER_FILES)}); copy the model's tokenizer files there"
-    return None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -153,7 +105,7 @@ class HFPolicy:
 
     def __init__(self, config: ModelConfig, lr: float = 1e-5, weight_decay: float = 0.0,
                  max_grad_norm: float = 1.0, seed: int = 0, stop_repeats: int = 0):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
         cores = len(os.sched_getaffinity(0))  # more threads than the cores we may run on only contend for them
         torch.set_num_threads(min(config.threads or cores, cores))
@@ -165,7 +117,9 @@ class HFPolicy:
         self.model_dir = resolve_model_dir(config.path)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=DTYPES[config.dtype])
+            vision = is_vision_model(self.model_dir)
+            loader = AutoModelForImageTextToText if vision else AutoModelForCausalLM
+            model = loader.from_pretrained(self.model_dir, dtype=DTYPES[config.dtype])
         except Exception as error:  # corrupt weights surface as OSError, ValueError or safetensors' own errors
             raise ModelFileError(f"cannot load model from {self.model_dir}: {error}".splitlines()[0]) from error
         if config.chat_template is not None:
@@ -180,6 +134,10 @@ class HFPolicy:
         self.device = resolve_device(config.device)
         self.model = model.to(self.device)
         self.model.train()
+        # a vision-language model reads images as tokens past its vocabulary (vision.py)
+        self.images = ImageTokens(self.causal_lm, self.tokenizer) if vision else None
+        if self.images is not None:
+            self.images.install()
         if config.gradient_checkpointing:
             checkpoint_completion_layers(self.causal_lm)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
@@ -198,13 +156,19 @@ class HFPolicy:
         self._ids_containing: dict[str, list[int]] = {}
 
     # ---- text <-> tokens -------------------------------------------------------------------
+    def tokenize(self, text: str) -> list[int]:
+        """``text``'s token ids; with a vision-language model, each image marker as its image's tokens."""
+        if self.images is not None:
+            return self.images.tokenize(self.tokenizer, text)
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
     def encode_prompt(self, user_message: str | list[dict[str, str]], response_prefix: str = "") -> list[int]:
         """The chat prompt up to the assistant's turn, plus ``response_prefix`` as the reply's start."""
-        return encode_chat(self.tokenizer, user_message, response_prefix, self.config.system_prompt)
+        return self.tokenize(chat_text(self.tokenizer, user_message, response_prefix, self.config.system_prompt))
 
     def encode_completion(self, text: str) -> list[int]:
         """An assistant reply as the model would have generated it: its tokens, then end-of-turn."""
-        return self.tokenizer(text, add_special_tokens=False).input_ids + [self.tokenizer.eos_token_id]
+        return self.tokenize(text) + [self.tokenizer.eos_token_id]
 
     def encode_followup(self, observation: str, after_eos: bool, response_prefix: str = "") -> list[int]:
         """Tokens that close the model's turn (unless it already ended with EOS), add ``observation`` as
@@ -218,9 +182,12 @@ class HFPolicy:
         eos = self.tokenizer.eos_token or ""
         if after_eos and eos and tail.startswith(eos):
             tail = tail[len(eos):]
-        return self.tokenizer(tail + response_prefix, add_special_tokens=False).input_ids
+        return self.tokenize(tail + response_prefix)
 
     def decode(self, token_ids: list[int]) -> str:
+        """The text of ``token_ids``, images left out."""
+        if self.images is not None:
+            token_ids = [t for t in token_ids if t < self.images.base]
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
     def token_ids_containing(self, text: str) -> list[int]:

@@ -84,8 +84,9 @@ class GenerateConfig:
     """Nucleus sampling: the smallest set of tokens holding this much probability."""
     env: str | None = None
     """Episode and selfplay modes: the environment or two-player game: built in (guess_number, calculator, python,
-    textarena, web, web_browser), an installed package's 'autotelic.environments' entry point, or a module with
-    load_environment(**kwargs) by dotted path (my_pkg.my_env). Its own tasks and rewards are the defaults of
+    textarena, web, web_browser, web_screenshot: with page screenshots for a vision-language model.path), an
+    installed package's 'autotelic.environments' entry point, or a module with load_environment(**kwargs) by dotted
+    path (my_pkg.my_env). Its own tasks and rewards are the defaults of
     curriculum.families/levels and filter.rewards."""
     env_args: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the environment's load_environment."""

@@ -35,6 +35,8 @@ BUILT_IN: dict[str, tuple[str, dict[str, Any]]] = {
     "textarena": ("autotelic.envs.textarena_games", {}),  # self-play on the ta_* families
     "web": ("autotelic.envs.web.env", {"driver": "html"}),  # the web_* families over plain HTTP (fast)
     "web_browser": ("autotelic.envs.web.env", {"driver": "browser"}),  # the same in headless Chromium
+    # the same with a screenshot in each observation, for vision-language policies (backends/vision.py)
+    "web_screenshot": ("autotelic.envs.web.env", {"driver": "browser", "screenshot": True}),
 }
 # An entry is a module with load_environment or that function itself: the built-ins, those registered, those
 # installed packages announce under the autotelic.environments entry-point group.

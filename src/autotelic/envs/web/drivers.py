@@ -165,5 +165,9 @@ class BrowserDriver:
         except self._error as error:
             raise DriverError(f"could not set the value: {error.message.splitlines()[0]}") from None
 
+    def screenshot(self) -> bytes:
+        """The whole page as PNG (the site's pages are short: the view's scroll position does not matter)."""
+        return self.page.screenshot(type="png", full_page=True)
+
     def close(self) -> None:
         self.context.close()

@@ -8,6 +8,10 @@ holds. The environment itself pays nothing: step rewards are 0 and the rewards a
 
 An episode ends on ``answer(...)``, or as soon as the success check holds when ``end_on_success`` (tasks
 that change the site's state need no answer).
+
+With ``screenshot`` (browser mode only) each observation of a page also carries a screenshot of the whole page,
+as an image marker (``backends/vision.py``) that a vision-language policy reads as the image (OpAgent's
+screenshot observation); the text view stays, since the actions name its element numbers.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from autotelic.backends.vision import image_marker
 from autotelic.envs import Step
 from autotelic.envs.registry import EnvironmentSpec
 from autotelic.envs.web.checks import SiteState, check_condition
@@ -35,10 +40,12 @@ def intro(task: Task) -> str:
 
 class WebEnv:
     def __init__(self, mode: str = "html", server: WebServer | None = None, viewport: int = VIEWPORT_LINES,
-                 end_on_success: bool = True) -> None:
+                 end_on_success: bool = True, screenshot: bool = False) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown web mode '{mode}'; valid: {', '.join(MODES)}")
-        self.mode, self.viewport, self.end_on_success = mode, viewport, end_on_success
+        if screenshot and mode != "browser":
+            raise ValueError("screenshots need a browser: use generate.env=web_screenshot (or web_browser)")
+        self.mode, self.viewport, self.end_on_success, self.screenshot = mode, viewport, end_on_success, screenshot
         self._server = server
         self.driver: Driver | None = None
 
@@ -55,10 +62,17 @@ class WebEnv:
         self.reached: set[int] = set()
         self.done = False
         self._load(*self.driver.open(urljoin(self.server.url, task.meta.get("start", "/"))))
-        return f"{intro(task)}\n\n{self.observation()}"
+        return f"{intro(task)}\n\n{self._seen()}"
 
     def observation(self) -> str:
         return render(self.page, self.values, self.offset, self.viewport)
+
+    def _seen(self) -> str:
+        """What the agent is shown of the page: its text view, then its screenshot when ``screenshot``."""
+        if not self.screenshot:
+            return self.observation()
+        assert isinstance(self.driver, BrowserDriver)  # screenshot implies browser mode (__init__)
+        return f"{self.observation()}\n{image_marker(self.driver.screenshot())}"
 
     def step(self, action_text: str) -> Step:
         if self.driver is None or self.done:
@@ -90,7 +104,7 @@ class WebEnv:
             return Step("episode over", 0.0, True, facts)
         if not facts["valid"]:
             return Step(f"Error: {facts['error']}", 0.0, False, facts)
-        return Step(observation if facts["page_changed"] else "(the page did not change)", 0.0, False, facts)
+        return Step(self._seen() if facts["page_changed"] else "(the page did not change)", 0.0, False, facts)
 
     # ---- actions ---------------------------------------------------------------------------
     def _load(self, html: str, url: str) -> None:
@@ -170,6 +184,7 @@ class WebEnv:
 
 
 
-def load_environment(driver: str = "html") -> EnvironmentSpec:
-    """The web_* families on the local sites, read over plain HTTP (html) or in headless Chromium (browser)."""
-    return EnvironmentSpec(partial(WebEnv, driver))
+def load_environment(driver: str = "html", screenshot: bool = False) -> EnvironmentSpec:
+    """The web_* families on the local sites, read over plain HTTP (html) or in headless Chromium (browser), with
+    a screenshot of the page in each observation (``screenshot``, browser only) for vision-language policies."""
+    return EnvironmentSpec(partial(WebEnv, driver, screenshot=screenshot))
