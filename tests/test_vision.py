@@ -1,5 +1,5 @@
-"""Vision-language policies (backends/vision.py) on a tiny random SmolVLM-shaped model (``random:smolvlm-tiny``):
-an image as tokens gives transformers' own logits, its features train with the policy, and the web environment's
+"""Vision-language policies (backends/vision.py) on tiny random SmolVLM and Idefics3 models (``random:smolvlm-tiny``,
+``random:idefics3-tiny``): an image as tokens gives transformers' own logits, its features train with the policy, and the web environment's
 screenshots go through a real training run in headless Chromium."""
 
 from __future__ import annotations
@@ -29,13 +29,19 @@ def policy() -> HFPolicy:
     return HFPolicy(ModelConfig(path="random:smolvlm-tiny", threads=1), seed=0)
 
 
+@pytest.fixture(scope="module", params=["smolvlm-tiny", "idefics3-tiny"])
+def each_architecture(request) -> HFPolicy:
+    return HFPolicy(ModelConfig(path=f"random:{request.param}", threads=1), seed=0)
+
+
 def png(colour: tuple[int, int, int]) -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (300, 200), colour).save(buffer, "PNG")
     return buffer.getvalue()
 
 
-def test_an_image_marker_is_the_images_features_as_transformers_merges_them(policy):
+def test_an_image_marker_is_the_images_features_as_transformers_merges_them(each_architecture):
+    policy = each_architecture
     red = image_marker(png((200, 30, 30)))
     ids = policy.encode_prompt(f"Look: {red} What colour is it?")
     base = policy.images.base

