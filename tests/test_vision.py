@@ -135,7 +135,7 @@ def test_a_vision_language_policy_trains_on_screenshot_episodes(tmp_path):
     # the update's forward over the screenshot prompt gives back the log-probs the episodes were sampled with
     assert step["train/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
     exported = AutoModelForImageTextToText.from_pretrained(run_dir / "model")  # what transformers loads as a VLM
-    assert exported.config.model_type == "idefics3"
+    assert exported.config.model_type == "smolvlm"
 
     with pytest.raises(ConfigError, match="generate.env=web_screenshot shows page screenshots"):
         check_run(load_config(None, [o for o in options if not o.startswith("model.path")]))
