@@ -40,26 +40,30 @@ def png(colour: tuple[int, int, int]) -> bytes:
     return buffer.getvalue()
 
 
-def test_an_image_marker_is_the_images_features_as_transformers_merges_them(each_architecture):
+def test_an_image_marker_is_the_images_features_as_transformers_merges_them(each_architecture, tmp_path):
     policy = each_architecture
     red = image_marker(png((200, 30, 30)))
     ids = policy.encode_prompt(f"Look: {red} What colour is it?")
-    base = policy.images.base
-    assert [t - base for t in ids if t >= base] == list(range(policy.images.seq_len))  # the first image seen
+    base, seq_len = policy.images.base, policy.images.seq_len
+    offsets = [t - base for t in ids if t >= base]
+    key = offsets[0] // seq_len
+    assert offsets == [key * seq_len + j for j in range(seq_len)]  # the image's key, then each feature
     assert policy.decode(ids) == policy.decode(policy.encode_prompt("Look:  What colour is it?"))
-    assert policy.encode_prompt(f"Look: {red} What colour is it?") == ids  # one image, the same tokens
+    copy = tmp_path / "copy.png"
+    copy.write_bytes(png((200, 30, 30)))
+    assert policy.encode_prompt(f"Look: <image:{copy}> What colour is it?") == ids  # ids name the content
     blue_ids = policy.encode_prompt(f"Look: {image_marker(png((30, 30, 200)))} What colour is it?")
     assert len(blue_ids) == len(ids) and blue_ids != ids
 
     # transformers' own merge: its <image> token where ours stand, and the image's pixels
     standard = [policy.causal_lm.config.image_token_id if t >= base else t for t in ids]
-    pixels = policy.images.pixels[policy.images.index[IMAGE_MARKER.search(red).group(1)]]
+    pixels = policy.images.pixels(key)
     with torch.no_grad():
         ours = policy.causal_lm(input_ids=torch.tensor([ids])).logits
         theirs = policy.causal_lm(input_ids=torch.tensor([standard]), pixel_values=pixels[None, None]).logits
         blue = policy.causal_lm(input_ids=torch.tensor([blue_ids])).logits
     torch.testing.assert_close(ours, theirs)
-    first = ids.index(base)
+    first = next(i for i, t in enumerate(ids) if t >= base)
     assert torch.equal(ours[0, :first], blue[0, :first])  # causal: nothing before the image sees it
     assert not torch.allclose(ours[0, -1], blue[0, -1])  # what follows does
 

@@ -1,15 +1,17 @@
 """Vision-language policies: an image is a run of token ids past the vocabulary, one per image feature.
 
-An observation names an image with a marker in its text, ``<image:PATH>`` (``image_marker`` saves a PNG under the
-cache, content-addressed, and returns its marker: the web environment's screenshots, ``envs/web/env.py``). A
-vision-language policy (``HFPolicy`` on an Idefics3/SmolVLM directory, whose text model uses 1-D positions)
-tokenizes a marker as the model's image span, ``<fake_token_around_image><global-img>``, then ``image_seq_len``
-ids ``base + k * image_seq_len + j`` (the j-th feature of the k-th image the policy has seen, ``base`` the
-embedding's rows), then ``<fake_token_around_image>``. The text embedding, hooked (``ImageTokens.install``),
-embeds those ids as the image's features, computed by the vision tower and connector at that forward, so
-gradients reach them. Everything downstream stays token lists: prompts shared by a group, prefix caches, masks
-and checkpoints need no image side channel, and one image seen twice is the same tokens. Images are observations,
-so their tokens are never trained (mask 0); they are never sampled (the head's logits cover the vocabulary only).
+An observation names an image with a marker in its text, ``<image:PATH>`` (``image_marker`` stores an image and
+returns its marker: the web environment's screenshots, ``envs/web/env.py``). Images live in the cache's image
+store, each under its key, the first 48 bits of its SHA-256 (``store_image``; an image elsewhere is copied in when
+first read). A vision-language policy (``HFPolicy`` on an Idefics3/SmolVLM directory, whose text models use 1-D
+positions) tokenizes a marker as the model's image span: ``<fake_token_around_image><global-img>``, then
+``image_seq_len`` ids ``base + key * image_seq_len + j`` (the j-th feature; ``base`` the embedding's rows), then
+``<fake_token_around_image>``. The ids name the image's content, not the order a process met it, so every process
+(Ray rollout workers and the learner, a resumed run) reads the same ids as the same image, and one image seen twice
+is the same tokens. The text embedding, hooked (``ImageTokens.install``), embeds those ids as the image's features,
+computed by the vision tower and connector at that forward, so gradients reach them. Everything downstream stays
+token lists: prompts shared by a group, prefix caches, masks and checkpoints need no image side channel. Images are
+observations, so their tokens are never trained (mask 0); they are never sampled (the head covers the vocabulary).
 
 Each image is one tile at ``vision_config.image_size`` (no splitting into sub-images): a screenshot costs
 ``image_seq_len`` tokens (64 for SmolVLM's 512-pixel tiles).
@@ -18,7 +20,10 @@ Each image is one tile at ``vision_config.image_size`` (no splitting into sub-im
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,22 +31,34 @@ import torch
 from autotelic.backends.embedded import cache_root
 
 IMAGE_MARKER = re.compile(r"<image:([^<>\n]+)>")
-AROUND_IMAGE, GLOBAL_IMAGE, IMAGE = "<fake_token_around_image>", "<global-img>", "<image>"
+AROUND_IMAGE, GLOBAL_IMAGE = "<fake_token_around_image>", "<global-img>"
+PIXEL_CACHE = 64  # images whose pixels stay read
+KEY_HEX = 12  # 48 bits: ids stay far inside int64 (key * image_seq_len), collisions stay out of reach
+
+
+def image_path(key: int) -> Path:
+    return cache_root() / "images" / f"{key:0{KEY_HEX}x}.png"
+
+
+def store_image(data: bytes) -> int:
+    """The key of the image ``data`` (its file's bytes, PNG or any format PIL reads), stored once under it."""
+    key = int(hashlib.sha256(data).hexdigest()[:KEY_HEX], 16)
+    path = image_path(key)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        staging.write_bytes(data)
+        staging.rename(path)  # atomic: a reader never sees half an image
+    return key
 
 
 def image_marker(png: bytes) -> str:
-    """The marker naming ``png``, saved once under the cache (``images/<sha256>.png``)."""
-    path = cache_root() / "images" / f"{hashlib.sha256(png).hexdigest()}.png"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staging = path.with_suffix(".partial")
-        staging.write_bytes(png)
-        staging.rename(path)  # atomic: a reader never sees half an image
-    return f"<image:{path}>"
+    """The marker naming the image ``png``, stored (``store_image``)."""
+    return f"<image:{image_path(store_image(png))}>"
 
 
 class ImageTokens:
-    """The images a policy has seen, as token ids past the vocabulary, and their features (module docstring)."""
+    """A policy's images as token ids past the vocabulary, and their features (module docstring)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any) -> None:
         from transformers.models.idefics3 import Idefics3ImageProcessorPil
@@ -61,8 +78,9 @@ class ImageTokens:
         if missing:
             raise ValueError(f"the tokenizer lacks the image tokens {missing}: not an Idefics3/SmolVLM tokenizer")
         self.around, self.global_image = tokenizer.convert_tokens_to_ids([AROUND_IMAGE, GLOBAL_IMAGE])
-        self.index: dict[str, int] = {}  # image path -> k
-        self.pixels: list[torch.Tensor] = []  # k -> (3, size, size)
+        # key -> (3, size, size): an image's pixels are read once while it is in use (a group's prompt, then its
+        # update), not kept for a whole run (3 MB each at 512 px)
+        self.pixels = lru_cache(maxsize=PIXEL_CACHE)(self._read_pixels)
         self._ids: torch.Tensor | None = None  # the ids of the embedding call under way (``install``)
 
     def tokenize(self, tokenizer: Any, text: str) -> list[int]:
@@ -77,23 +95,28 @@ class ImageTokens:
         return ids
 
     def span(self, path: str) -> list[int]:
-        """The image span of the image at ``path`` (read and preprocessed the first time)."""
-        if path not in self.index:
-            from PIL import Image
-
-            try:
-                with Image.open(path) as image:
-                    pixels = self.processor(images=[[image.convert("RGB")]], return_tensors="pt")["pixel_values"]
-            except OSError as error:
-                raise ValueError(f"image {path} cannot be read ({error}); the observation names a missing image")
-            self.index[path] = len(self.pixels)
-            self.pixels.append(pixels[0, 0])
-        start = self.base + self.index[path] * self.seq_len
+        """The image span of the image at ``path``, stored under its key and read here, so that a bad image is
+        named when its observation is tokenized rather than in a forward."""
+        try:
+            key = store_image(Path(path).read_bytes())
+        except OSError as error:
+            raise ValueError(f"image {path} cannot be read ({error.strerror}); the observation names a missing image")
+        self.pixels(key)
+        start = self.base + key * self.seq_len
         return [self.around, self.global_image, *range(start, start + self.seq_len), self.around]
 
-    def features(self, images: list[int]) -> torch.Tensor:
-        """(len(images), seq_len, D): each image's features in the text model's embedding space."""
-        pixels = torch.stack([self.pixels[k] for k in images])[:, None].to(self.embedding.weight.device)
+    def _read_pixels(self, key: int) -> torch.Tensor:
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(image_path(key)) as image:
+                return self.processor(images=[[image.convert("RGB")]], return_tensors="pt")["pixel_values"][0, 0]
+        except (OSError, UnidentifiedImageError) as error:
+            raise ValueError(f"image {image_path(key)} cannot be read ({error})") from None
+
+    def features(self, keys: list[int]) -> torch.Tensor:
+        """(len(keys), seq_len, D): each image's features in the text model's embedding space."""
+        pixels = torch.stack([self.pixels(key) for key in keys])[:, None].to(self.embedding.weight.device)
         return torch.stack(self.model.model.get_image_features(pixels).pooler_output)
 
     def install(self) -> None:
@@ -112,6 +135,6 @@ class ImageTokens:
         if not bool(is_image.any()):
             return embeds
         offsets = ids[is_image] - self.base
-        images, inverse = (offsets // self.seq_len).unique(return_inverse=True)
-        features = self.features(images.tolist())[inverse, offsets % self.seq_len]  # (n, D), in order
+        keys, inverse = (offsets // self.seq_len).unique(return_inverse=True)
+        features = self.features(keys.tolist())[inverse, offsets % self.seq_len]  # (n, D), in order
         return embeds.masked_scatter(is_image[..., None], features.to(embeds.dtype))
