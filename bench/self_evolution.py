@@ -21,8 +21,9 @@ Arms (each recipe as shipped in recipes/, then its ablation):
   is the win rate against a rule player (``kuhn_poker_rules``: bets or calls with the king, folds the jack),
   an opponent neither arm trained with, in at least ``--heldout`` games on the evaluation deals (Kuhn poker has
   6 deals, which self-play training plays too), the trained policy in either seat, at the recipe's temperature
-  from a fixed seed. The win rate against the base policy is reported too but not compared: the base policy is
-  the fixed-opponent arm's training opponent, which favours that arm (compared before 2026-11-26).
+  from a fixed seed. With ``--spiral-vs-base`` the win rate against the base policy is reported too but not
+  compared: the base policy is the fixed-opponent arm's training opponent, which favours that arm (compared before
+  2026-11-26).
 
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed, the same samples per step,
 ``--max-minutes`` a safety net flagged if it binds; ``--seeds`` training seeds, one held-out set of at least
@@ -111,15 +112,16 @@ def spiral_wins(policy: HFPolicy, run_dir: Path, arm: Arm, budget: Budget, again
     return sum(r["correct"] for r in records) / len(records)
 
 
-def spiral_rows(runs: list[ArmRun], budget: Budget, runs_dir: Path) -> tuple[dict, dict]:
-    """Each trained policy's win rates against the base policy and against the rules (the compared one), and
-    the base policy's own win rate against the rules: what training started from."""
+def spiral_rows(runs: list[ArmRun], budget: Budget, runs_dir: Path, opponents: tuple[str, ...]
+                ) -> tuple[dict, dict]:
+    """Each trained policy's win rates against ``opponents``: the rules (the compared one) and, if asked, the base
+    policy; and the base policy's own win rate against the rules, what training started from."""
     rows = {}
     for run in runs:
         policy = trained_policy(run, arm_config(run.arm, budget))
         rows[(run.arm.name, run.seed)] = {f"win_rate_vs_{against}": spiral_wins(policy, run.run_dir, run.arm,
                                                                                 budget, against)
-                                          for against in ("base", "rules")}
+                                          for against in opponents}
         rows[(run.arm.name, run.seed)]["note"] = "accuracy: legal opening moves, saturated, not compared"
     arm = runs[0].arm
     config = arm_config(arm, budget)
@@ -140,6 +142,8 @@ def main() -> None:
     parser.add_argument("--recipes", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS))
     parser.add_argument("--train-creator", action="store_true",
                         help="eva recipes: also an arm whose creator learns, compared with the frozen one")
+    parser.add_argument("--spiral-vs-base", action="store_true",
+                        help="spiral: also the win rates against the base policy (not compared; as long again)")
     add_budget_arguments(parser, steps=20, max_minutes=60.0, heldout=200)
     args = parser.parse_args()
     budget = budget_from(args)
@@ -160,7 +164,8 @@ def main() -> None:
                                            measure(recipe, [r for r in these if r.arm == shipped]),
                                            measure(recipe, [r for r in these if r.arm == trained[0]])))
         if recipe == "spiral":
-            rows, base = spiral_rows(these, budget, runs_dir)
+            opponents = ("rules", "base") if args.spiral_vs_base else ("rules",)
+            rows, base = spiral_rows(these, budget, runs_dir, opponents)
             extra |= rows
             summary |= base
         name = f"{recipe}_vs_ablation" + (f" [{TEST_TIME}]" if shipped.label else "")
