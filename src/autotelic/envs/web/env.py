@@ -62,17 +62,17 @@ class WebEnv:
         self.reached: set[int] = set()
         self.done = False
         self._load(*self.driver.open(urljoin(self.server.url, task.meta.get("start", "/"))))
-        return f"{intro(task)}\n\n{self._seen()}"
+        return f"{intro(task)}\n\n{self._seen(self.observation())}"
 
     def observation(self) -> str:
         return render(self.page, self.values, self.offset, self.viewport)
 
-    def _seen(self) -> str:
-        """What the agent is shown of the page: its text view, then its screenshot when ``screenshot``."""
+    def _seen(self, view: str) -> str:
+        """What the agent is shown of the page: its text ``view``, then its screenshot when ``screenshot``."""
         if not self.screenshot:
-            return self.observation()
+            return view
         assert isinstance(self.driver, BrowserDriver)  # screenshot implies browser mode (__init__)
-        return f"{self.observation()}\n{image_marker(self.driver.screenshot())}"
+        return f"{view}\n{image_marker(self.driver.screenshot())}"
 
     def step(self, action_text: str) -> Step:
         if self.driver is None or self.done:
@@ -104,7 +104,7 @@ class WebEnv:
             return Step("episode over", 0.0, True, facts)
         if not facts["valid"]:
             return Step(f"Error: {facts['error']}", 0.0, False, facts)
-        return Step(self._seen() if facts["page_changed"] else "(the page did not change)", 0.0, False, facts)
+        return Step(self._seen(observation) if facts["page_changed"] else "(the page did not change)", 0.0, False, facts)
 
     # ---- actions ---------------------------------------------------------------------------
     def _load(self, html: str, url: str) -> None:
