@@ -74,6 +74,34 @@ def test_failed_groups_come_back_hinted_in_a_decaying_share_of_each_step():
     assert restored.fraction == pytest.approx(0.125) and list(restored.queue) == list(hints.queue)
 
 
+def test_failed_episodes_come_back_unchanged_for_one_episode_to_demonstrate():
+    """mode=demonstration: the failed task is queued as it was, its whole reference to be played by one episode
+    of its group; the demonstration's reward is reported apart from the sampled episodes'."""
+    solution = 'click("Oak Board")\nanswer("12.00")'
+    task = _task("a", solution)
+    hints = HintCurriculum(Fixed([task]), fraction=1.0, mode="demonstration", queue=deque())
+    assert hints.observe([_group(task, [0.0, 0.0])])["hint/made"] == 1
+    (queued,) = hints.queue
+    assert (queued.uid, queued.prompt, queued.meta["demonstration"]) == ("a#demonstrated", task.prompt,
+                                                                          solution.splitlines())
+    played = Group(queued, [1], [Sample("x", [2], [0.0], True, reward=1.0, info={"demonstration": True}),
+                                 Sample("y", [3], [0.0], True, reward=0.0)])
+    metrics = hints.observe([played])
+    assert metrics["hint/demonstration_reward"] == 1.0 and metrics["hint/reward_mean"] == 0.0
+    assert metrics["hint/made"] == 0  # a demonstrated group is not queued again
+
+
+def test_demonstrations_need_episodes():
+    from autotelic.checks import TrainingError, check_run
+    from autotelic.loading import load_config
+
+    config = load_config(None, ["curriculum.hints.fraction=0.5", "curriculum.hints.mode=demonstration"])
+    with pytest.raises(TrainingError, match="curriculum.hints.mode=demonstration .* needs generate.mode=episode"):
+        check_run(config)
+    with pytest.raises(Exception, match="curriculum.hints.mode must be one of prompt, demonstration"):
+        check_run(load_config(None, ["curriculum.hints.mode=replay"]))
+
+
 def test_a_chat_prompt_gets_the_hint_in_its_last_user_message():
     task = Task("system: Be brief.\nuser: What is 7 x 11?", "77", "file:x", 1, "q", messages=(
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 7 x 11?"}))

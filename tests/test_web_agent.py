@@ -14,6 +14,7 @@ from autotelic.rewards.web import WebJudge, web_metrics
 from autotelic.rollout.operator import OperatorAgent
 from autotelic.tasks.web import WEB_FAMILIES
 from autotelic.types import Group, Task
+from autotelic.web.actions import parse_action
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +118,38 @@ def test_policy_episodes_on_the_sites(server, tmp_path):
                 assert "URL: " in sample.info["observations"][0] or "did not change" in sample.info["observations"][0]
 
 
+def test_a_demonstrated_task_has_one_episode_play_its_reference_with_the_policys_logprobs(server):
+    """Guided rollouts by demonstration (curricula/hints.py): the group's first episode plays the task's scripted
+    solution, a line a turn, and succeeds; its action tokens carry their log-probs under the policy (as sampled
+    tokens carry theirs), its observations none; the other episodes are sampled as usual."""
+    import torch
+
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+    from autotelic.curricula.hints import demonstrated
+    from autotelic.rollout.generate import EpisodeSampler
+
+    policy = HFPolicy(ModelConfig(threads=2))
+    rng = random.Random(5)
+    question = next(t for t in (WEB_FAMILIES["web_shop"].generate(rng, 1) for _ in range(50)) if t.answer)
+    solution = question.meta["columns"]["solution"]
+    task = demonstrated(question, solution)
+    assert task.prompt == question.prompt and task.meta["demonstration"] == solution.splitlines()
+    (group,) = EpisodeSampler(policy, lambda: WebEnv("html", server), 1.0, 1.0, max_turns=3,
+                              turn_tokens=12).generate([task], 3, 256)
+    shown, *sampled = group.samples
+    assert shown.info["demonstration"] and not any(s.info.get("demonstration") for s in sampled)
+    assert [step["action"] for step in shown.info["steps"]] == [str(parse_action(a)) for a in solution.splitlines()]
+    assert shown.info["steps"][-1]["success"] and shown.info["turns"] == 2
+    assert shown.text.split() == [w for a in solution.splitlines() for w in a.split()]
+    with torch.no_grad():
+        expected, _ = policy.completion_logprobs([group.prompt_ids], [shown.token_ids], 1, 1.0)
+    own = [(lp, e) for lp, e, m in zip(shown.logprobs, expected[0].tolist(), shown.mask) if m]
+    assert own and all(lp < 0 and lp == pytest.approx(e, abs=1e-4) for lp, e in own)
+    assert all(lp == 0.0 for lp, m in zip(shown.logprobs, shown.mask) if not m)
+    assert all(s.info["turns"] >= 1 and len([m for m in s.mask if m]) <= 12 * s.info["turns"] for s in sampled)
+
+
 @pytest.mark.slow
 def test_the_operator_agent_plays_real_episodes_with_the_embedded_model_in_every_role(server):
     from autotelic.backends.hf import HFPolicy
@@ -147,3 +180,29 @@ def test_held_out_episodes_are_scored_by_the_success_check(server):
     assert [r["reward"] for r in result.records] == [1.0, 0.0]
     assert result.records[0]["actions"] == ['click("Skyrail")', 'answer("24")'] and result.accuracy == 0.5
     assert result.by_level == {"1": 0.0, "2": 1.0}
+
+
+@pytest.mark.slow
+def test_a_web_run_demonstrates_the_questions_no_episode_answered(tmp_path):
+    """The recipe with guided rollouts by demonstration: the first step's failed questions come back in the
+    second, each group with one episode that plays the task's solution and earns the full success reward."""
+    import json
+
+    from pathlib import Path
+
+    from autotelic.loading import load_config
+    from autotelic.trainer import train
+
+    recipe = Path(__file__).resolve().parent.parent / "recipes" / "opagent-web.yaml"
+    train(load_config(recipe, [
+        "curriculum.families=[web_shop]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
+        "eval.pass_k=[]", "filter.rewards=[{name: web_success}]", "control.tasks_per_step=2",
+        "generate.group_size=3", "train.steps=2", "curriculum.hints.fraction=1.0",
+        "curriculum.hints.mode=demonstration", "logging.progress=false",
+        f"logging.runs_dir={tmp_path}", "logging.run_name=demo"]))
+    steps = [json.loads(line) for line in (tmp_path / "demo" / "metrics.jsonl").read_text().splitlines()
+             if '"reward/mean"' in line]
+    assert steps[0]["hint/made"] >= 1 and "hint/demonstration_reward" not in steps[0]
+    assert steps[1]["hint/demonstration_reward"] == 1.0
+    rollouts = [json.loads(line) for line in (tmp_path / "demo" / "rollouts.jsonl").read_text().splitlines()]
+    assert any(r["step"] == 2 and r["reward"] == 1.0 for r in rollouts)

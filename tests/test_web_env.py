@@ -9,7 +9,7 @@ from urllib.parse import urljoin
 import pytest
 
 from autotelic.curricula import BanditCurriculum
-from autotelic.curricula.failures import FailureCurriculum
+from autotelic.curricula.failures import FailureCurriculum, frontier_task
 from autotelic.envs.web.drivers import BrowserDriver, HttpDriver
 from autotelic.envs.web.env import WebEnv
 from autotelic.envs.web.page import parse_page, render
@@ -187,6 +187,27 @@ def test_generated_tasks_have_valid_checks(server):
             result = env.step("scroll(down)")
             assert not result.info["success"], task.prompt  # nothing is done before the agent acts
             env.close()
+
+
+def test_every_task_is_solved_by_its_scripted_solution(server):
+    """The ``solution`` column each task carries (what guided rollouts hint at or demonstrate) solves it on the
+    live site, action for action with none left over; and, since the environment ends an episode once its
+    check holds, it also solves the easier tasks the failure curriculum cuts from it."""
+    played = 0
+    for family in WEB_FAMILIES.values():
+        for level in family.levels:
+            rng = random.Random(level)
+            for _ in range(3):
+                task = family.generate(rng, level)
+                actions = task.meta["columns"]["solution"].splitlines()
+                for solved in [task, *filter(None, (frontier_task(task, cut)
+                                                    for cut in range(len(task.meta["progress"]))))]:
+                    _, facts = run(WebEnv("html", server), solved, actions)
+                    assert facts[-1]["success"], (solved.prompt, actions, facts[-1])
+                    assert all(f["valid"] for f in facts), (solved.prompt, [f["error"] for f in facts])
+                    assert solved is not task or len(facts) == len(actions), (task.prompt, len(facts))
+                    played += 1
+    assert played > 50
 
 
 def test_levels_one_and_two_hold_room_for_a_heldout_set():

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from autotelic.config.rules import at_least_zero, band, count, filled, finite, fraction, positive, rule
 
 DATA_COLUMNS = ("prompt", "answer", "tests", "level", "difficulty")
+HINT_MODES = ("prompt", "demonstration")
 """The columns of a user's data that autotelic reads (``tasks/files.py``); ``curriculum.columns`` renames them."""
 
 
@@ -103,9 +104,14 @@ class HintConfig:
     """The hinted share shrinks by this factor every step."""
     max_reward: float = 0.0
     """A group whose best reward is at most this gets a hinted retry."""
+    mode: str = "prompt"
+    """"prompt": the first ``share`` of the reference is written into the question; "demonstration" (episodes):
+    the question comes back unchanged and one episode of its group plays the whole reference, a line a turn, as
+    actions trained like the policy's own (for actions the policy never samples, e.g. a web agent's answer)."""
 
     def problems(self, key: str) -> list[str]:
-        return [*fraction(f"{key}.fraction", self.fraction), *filled(f"{key}.column", self.column),
+        return [*rule(self.mode in HINT_MODES, f"{key}.mode", self.mode, f"be one of {', '.join(HINT_MODES)}"),
+                *fraction(f"{key}.fraction", self.fraction), *filled(f"{key}.column", self.column),
                 *fraction(f"{key}.share", self.share, open_low=True, open_high=True),
                 *fraction(f"{key}.decay", self.decay, open_low=True), *finite(f"{key}.max_reward", self.max_reward)]
 

@@ -9,13 +9,19 @@ decays by ``decay`` every step: guidance is scaffolding for the early steps, and
 rollouts. The hint is part of the prompt, never trained on, and the response is the policy's own, scored as
 any other (a hint in the response would put its numbers before the answer a first-number check reads); the
 base curriculum observes only the unhinted groups.
+
+``mode="demonstration"`` guides multi-turn episodes from outside the policy's samples instead (LUFFY's
+off-policy guidance, for an action the policy never samples, such as a web agent's ``answer``): the failed task
+comes back unchanged, and one episode of its group plays the whole reference, one action (line) a turn, in
+place of sampled turns (``EpisodeSampler``). Its actions are trained like the policy's own, from their log-probs
+under the policy, so the group's rewards differ and the demonstrated actions get the advantage they earned.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotelic.curricula.base import Curriculum, DerivedTaskQueue, annotated
@@ -37,6 +43,12 @@ def hinted(task: Task, hint: str) -> Task:
     return annotated(task, f"\n\nHint: a solution starts like this:\n{hint.rstrip()}", before=False, mark="hinted")
 
 
+def demonstrated(task: Task, reference: str) -> Task:
+    """``task`` as it was, with ``reference`` (one action a line) for one episode of its group to play."""
+    return replace(task, uid=f"{task.uid}#demonstrated",
+                   meta={**task.meta, "hinted": True, "demonstration": reference.strip().splitlines()})
+
+
 def reference_of(task: Task, column: str) -> str | None:
     value = task.meta.get("columns", {}).get(column)
     return value if isinstance(value, str) and value.strip() else None
@@ -51,6 +63,8 @@ class HintCurriculum(DerivedTaskQueue):
     share: float = 0.5
     decay: float = 0.9
     max_reward: float = 0.0
+    mode: str = "prompt"
+    """"prompt": the hint is written into the question; "demonstration": one episode plays the reference."""
     capacity: int = 256
     queue: deque[Task] = field(default_factory=deque)
     served: int = 0
@@ -63,15 +77,20 @@ class HintCurriculum(DerivedTaskQueue):
             reference = reference_of(group.task, self.column)
             if reference is None or not group.samples or max(group.rewards) > self.max_reward:
                 continue
-            hint = hint_of(reference, self.share)
+            hint = reference if self.mode == "demonstration" else hint_of(reference, self.share)
             if hint:
-                self.queue.append(hinted(group.task, hint))
+                self.queue.append(demonstrated(group.task, hint) if self.mode == "demonstration"
+                                  else hinted(group.task, hint))
                 made += 1
-        rewards = [r for g in groups if g.task.meta.get("hinted") for r in g.rewards]
+        guided = [(s, r) for g in groups if g.task.meta.get("hinted") for s, r in zip(g.samples, g.rewards)]
+        own = [r for s, r in guided if not s.info.get("demonstration")]
+        played = [r for s, r in guided if s.info.get("demonstration")]
         metrics.update({"hint/made": float(made), "hint/queued": float(len(self.queue)),
                         "hint/fraction": self.fraction, "hint/served_total": float(self.served)})
-        if rewards:
-            metrics["hint/reward_mean"] = sum(rewards) / len(rewards)
+        if own:
+            metrics["hint/reward_mean"] = sum(own) / len(own)
+        if played:  # below the full reward: the references do not solve their tasks as written
+            metrics["hint/demonstration_reward"] = sum(played) / len(played)
         self.fraction *= self.decay
         return metrics
 

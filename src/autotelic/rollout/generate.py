@@ -21,6 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+import torch
+
 from autotelic.backends import Completion, PolicyBackend
 from autotelic.envs import Environment, Step, call_all
 from autotelic.types import Group, Sample, Task
@@ -255,6 +257,16 @@ def invalid_in_a_row(sample: Sample) -> int:
     return count
 
 
+def own_logprobs(policy: PolicyBackend, contexts: list[tuple[list[int], Sample]], temperature: float) -> None:
+    """Give turns the policy did not sample (a demonstration's) their log-probs under the policy, as sampled turns
+    carry theirs: the update's importance ratio then starts at 1 on them, as on the policy's own tokens."""
+    with torch.no_grad():
+        logprobs, _ = policy.completion_logprobs([p for p, _ in contexts], [s.token_ids for _, s in contexts], 1,
+                                                 temperature)
+    for row, (_, sample) in zip(logprobs.tolist(), contexts):
+        sample.logprobs = [lp if m else 0.0 for lp, m in zip(row, sample.loss_mask())]
+
+
 def set_own_text(policy: PolicyBackend, sample: Sample) -> None:
     """``sample.text``: the policy's own turns only, as rewards and logs read them."""
     sample.text = policy.decode([t for t, m in zip(sample.token_ids, sample.loss_mask()) if m])
@@ -283,7 +295,8 @@ class EpisodeSampler:
     token cap. A sample's tokens are its turns and the observations between them; observation tokens
     have mask 0 and log-prob 0. The episode return (sum of step rewards) is ``info["return"]``. A task's
     ``response_prefix`` starts every turn (written for the policy, e.g. "Action:"), and the environment
-    reads it with the turn."""
+    reads it with the turn. A task with ``meta["demonstration"]`` (guided rollouts, ``curricula/hints.py``) has
+    its group's first episode play those actions, one a turn, instead of sampling (``info["demonstration"]``)."""
 
     policy: PolicyBackend
     make_env: Callable[[], Environment]
@@ -297,15 +310,24 @@ class EpisodeSampler:
     max_invalid: int | None = None
     """Early exit: an episode ends after this many invalid actions in a row."""
 
+    def _played(self, script: list[str]) -> Completion:
+        """The demonstration's next action as a finished turn (its log-probs are filled in at the end)."""
+        token_ids = self.policy.encode_completion(" " + script.pop(0) if script else "")
+        return Completion(token_ids, [0.0] * len(token_ids), True)
+
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         sizes = sizes_per_task(sizes, len(tasks))
         envs = [[self.make_env() for _ in range(size)] for size in sizes]
         firsts = iter(call_all([(env, "reset", task) for task, group in zip(tasks, envs) for env in group]))
         groups, episodes = [], []
+        scripts: dict[int, list[str]] = {}  # id(sample) -> the demonstration's actions still to play
         for task, group_envs in zip(tasks, envs):
             observations = [next(firsts) for _ in group_envs]  # the group's prompt is its first env's
             prompt = self.policy.encode_prompt(observations[0], task.response_prefix)
             group = Group(task, prompt, [episode_sample(self.policy) for _ in group_envs])
+            if task.meta.get("demonstration") and group.samples:
+                group.samples[0].info["demonstration"] = True
+                scripts[id(group.samples[0])] = list(task.meta["demonstration"])
             episodes += [(env, sample, prompt, task.response_prefix) for env, sample in zip(group_envs, group.samples)]
             groups.append(group)
         active = episodes
@@ -313,10 +335,13 @@ class EpisodeSampler:
             active = [e for e in active if len(e[1].token_ids) < max_new_tokens]
             if not active:
                 break
-            completions = next_turns(self.policy, [(prompt, sample) for _, sample, prompt, _ in active], max_new_tokens,
-                                     self.temperature, self.top_p, self.greedy, self.turn_tokens)
+            sampled = [(prompt, sample) for _, sample, prompt, _ in active if id(sample) not in scripts]
+            completions = iter(next_turns(self.policy, sampled, max_new_tokens, self.temperature, self.top_p,
+                                          self.greedy, self.turn_tokens) if sampled else [])
             actions, cut_turns = [], []
-            for (env, sample, _, prefix), completion in zip(active, completions):
+            for env, sample, _, prefix in active:
+                script = scripts.get(id(sample))
+                completion = next(completions) if script is None else self._played(script)
                 turn_ids = add_turn(sample, completion, max_new_tokens)
                 cut_turns.append(not completion.finished and len(sample.token_ids) < max_new_tokens)
                 sample.finished = sample.finished or cut_turns[-1]  # only the episode's cap ends it mid-turn
@@ -332,6 +357,9 @@ class EpisodeSampler:
                                    response_prefix=prefix, max_tokens=max_new_tokens):
                     still.append(episode)
             active = still
+        played = [(prompt, sample) for _, sample, prompt, _ in episodes if id(sample) in scripts]
+        if played:
+            own_logprobs(self.policy, played, self.temperature)
         for env, sample, _, _ in episodes:
             set_own_text(self.policy, sample)
             if hasattr(env, "close"):  # environments holding a browser, a connection or an actor's slot

@@ -6,6 +6,8 @@ Levels grow with the number of actions needed: 1 = one action on the start page,
 action, 3 = a whole flow through a form that changes the site's state (an order, a reply, a booking).
 Progress milestones carry a ``goal`` (what reaching them means, in words): the failure curriculum
 (``curricula/failures.py``) turns a failed task's first unreached milestones into an easier task.
+Every task also carries a scripted solution, one action a line, as its ``solution`` column (``meta["columns"]``,
+where a data file's columns ride): what guided rollouts (``curricula/hints.py``) hint at or demonstrate.
 A web task is done in the web environment (``generate.env=web``); ``score`` on a bare reply can only
 check answer tasks, so runs score web episodes with the web rewards instead.
 """
@@ -68,17 +70,31 @@ def _price(product: Product) -> str:
     return f"{product.price:.2f}"
 
 
-def _task(family: str, level: int, prompt: str, start: str, success: list[dict[str, Any]],
+def _task(family: str, level: int, prompt: str, start: str, success: list[dict[str, Any]], solution: list[str],
           progress: list[dict[str, Any]] | None = None, answer: str = "") -> Task:
-    meta = {"start": start, "success": success, "progress": progress or []}
+    meta = {"start": start, "success": success, "progress": progress or [],
+            "columns": {"solution": "\n".join(solution)}}
     return Task(prompt=prompt, answer=answer, family=family, level=level, uid=f"{family}:{prompt}", meta=meta,
                 response_prefix=ACTION_PREFIX)
 
 
-def _answer_task(family: str, level: int, prompt: str, start: str, answer: str,
+def _answer_task(family: str, level: int, prompt: str, start: str, answer: str, path: list[str],
                  progress: list[dict[str, Any]] | None = None) -> Task:
-    return _task(family, level, f"{prompt} Answer with answer(\"...\").", start, [{"answer": answer}], progress,
-                 answer)
+    """A question whose answer shows on the page ``path`` (actions, from ``start``) leads to."""
+    return _task(family, level, f"{prompt} Answer with answer(\"...\").", start, [{"answer": answer}],
+                 [*path, f'answer("{answer}")'], progress, answer)
+
+
+def _click(label: str) -> str:
+    return f'click("{label}")'
+
+
+def _type(label: str, text: str) -> str:
+    return f'type("{label}", "{text}")'
+
+
+def _select(label: str, option: str) -> str:
+    return f'select("{label}", "{option}")'
 
 
 def _shop(rng: random.Random, level: int) -> Task:
@@ -90,18 +106,23 @@ def _shop(rng: random.Random, level: int) -> Task:
     if level == 1:
         if rng.random() < 0.5:
             return _answer_task("web_shop", 1, f"What is the price of the {product.name}?", category,
-                                _price(product))
-        return _task("web_shop", 1, f"Open the page of the {product.name}.", category, [{"url": page}])
+                                _price(product), [_click(product.name)])
+        return _task("web_shop", 1, f"Open the page of the {product.name}.", category, [{"url": page}],
+                     [_click(product.name)])
     if level == 2:
         if rng.random() < 0.5:
             return _answer_task("web_shop", 2, f"How many {product.name} items are in stock?", category,
-                                str(product.stock), [opened])
-        return _task("web_shop", 2, f"Add the {product.name} to the cart.", category, [in_cart], [opened])
+                                str(product.stock), [_click(product.name)], [opened])
+        return _task("web_shop", 2, f"Add the {product.name} to the cart.", category, [in_cart],
+                     [_click(product.name), _click("Add to cart")], [opened])
     quantity, name, address = rng.choice((1, 2, 3)), rng.choice(NAMES), rng.choice(ADDRESSES)
     ordered = {"sql": "SELECT COUNT(*) FROM orders o JOIN order_items i ON i.order_id = o.id "
                       "WHERE i.product_id = ? AND i.quantity = ? AND o.name = ? AND o.address = ?",
                "params": [product.id, quantity, name, address]}
     return _task("web_shop", 3, f"Order {quantity} x {product.name} for {name}, {address}.", "/shop/", [ordered],
+                 [_click(product.category.capitalize()), _click(product.name), _type("Quantity", str(quantity)),
+                  _click("Add to cart"), _click("Checkout"), _type("Name", name), _type("Address", address),
+                  _click("Place order")],
                  [opened, in_cart, {"url": "/shop/checkout", "goal": "go to the checkout"},
                   {"field": "Name", "value": name, "goal": f"type {name} as the name"},
                   {"field": "Address", "value": address, "goal": f"type {address} as the address"}])
@@ -114,17 +135,20 @@ def _forum(rng: random.Random, level: int) -> Task:
     if level == 1:
         if rng.random() < 0.5:
             return _answer_task("web_forum", 1, f"Who started the thread '{thread.title}'?", "/forum/",
-                                thread.author)
-        return _task("web_forum", 1, f"Open the thread '{thread.title}'.", "/forum/", [{"url": page}])
+                                thread.author, [_click(thread.title)])
+        return _task("web_forum", 1, f"Open the thread '{thread.title}'.", "/forum/", [{"url": page}],
+                     [_click(thread.title)])
     if level == 2:
         first = next(p for p in POSTS if p.thread_id == thread.id)
         return _answer_task("web_forum", 2, f"Who wrote the first reply in the thread '{thread.title}'?",
-                            "/forum/", first.author, [opened])
+                            "/forum/", first.author, [_click(thread.title)], [opened])
     name, reply = rng.choice(NAMES), rng.choice(REPLIES)
     posted = {"sql": "SELECT COUNT(*) FROM posts WHERE thread_id = ? AND author = ? AND body = ?",
               "params": [thread.id, name, reply]}
     return _task("web_forum", 3, f"Reply '{reply}' to the thread '{thread.title}' as {name}.", "/forum/",
-                 [posted], [opened, {"field": "Your name", "value": name, "goal": f"type {name} as your name"},
+                 [posted], [_click(thread.title), _type("Your name", name), _type("Reply", reply),
+                            _click("Post reply")],
+                 [opened, {"field": "Your name", "value": name, "goal": f"type {name} as your name"},
                             {"field": "Reply", "value": reply, "goal": f"type '{reply}' as the reply"}])
 
 
@@ -133,13 +157,14 @@ def _wiki(rng: random.Random, level: int) -> Task:
     page = f"/wiki/{slug}"
     opened = {"url": page, "goal": f"open the wiki article '{_ARTICLE_TITLES[slug]}'"}
     if level == 1:
-        return _answer_task("web_wiki", 1, question, page, answer)
+        return _answer_task("web_wiki", 1, question, page, answer, [])
     if level == 2:
-        return _answer_task("web_wiki", 2, question, "/wiki/", answer, [opened])
+        return _answer_task("web_wiki", 2, question, "/wiki/", answer, [_click(_ARTICLE_TITLES[slug])], [opened])
     text = f"{_ARTICLE_TITLES[slug]} is closed for repairs."
     edited = {"sql": "SELECT COUNT(*) FROM articles WHERE slug = ? AND body = ?", "params": [slug, text]}
     return _task("web_wiki", 3, f"Replace the text of the wiki article '{_ARTICLE_TITLES[slug]}' with '{text}'",
-                 "/wiki/", [edited], [opened, {"url": f"{page}/edit", "goal": "open its edit page"},
+                 "/wiki/", [edited],
+                 [_click(_ARTICLE_TITLES[slug]), _click("Edit"), _type("Text", text), _click("Save")], [opened, {"url": f"{page}/edit", "goal": "open its edit page"},
                                       {"field": "Text", "value": text, "goal": f"type '{text}' as its text"}])
 
 
@@ -150,10 +175,11 @@ def _booking(rng: random.Random, level: int) -> Task:
     if level == 1:  # one select, drawn after the three values so that levels 2 and 3 draw as before
         label, value = rng.choice((("Venue", venue.name), ("Date", date), ("Time", time)))
         return _task("web_booking", 1, f"In the booking form, choose the {label.lower()} {value}.", "/booking/",
-                     [{"field": label, "value": value}])
+                     [{"field": label, "value": value}], [_select(label, value)])
     if level == 2:
         return _task("web_booking", 2, f"In the booking form, choose {venue.name} on {date}.", "/booking/",
-                     [{"field": "Venue", "value": venue.name}, {"field": "Date", "value": date}])
+                     [{"field": "Venue", "value": venue.name}, {"field": "Date", "value": date}],
+                     [_select("Venue", venue.name), _select("Date", date)])
     size, name = rng.choice((2, 3, 4)), rng.choice(NAMES)
     booked = {"sql": "SELECT COUNT(*) FROM bookings WHERE venue_id = ? AND date = ? AND time = ? "
                      "AND party_size = ? AND name = ?", "params": [venue.id, date, time, size, name]}
@@ -163,7 +189,8 @@ def _booking(rng: random.Random, level: int) -> Task:
               {"field": "Party size", "value": str(size), "goal": f"choose a party size of {size}"},
               {"field": "Name", "value": name, "goal": f"type {name} as the name"}]
     return _task("web_booking", 3, f"Book {venue.name} on {date} at {time} for {size} people, name {name}.",
-                 "/booking/", [booked], fields)
+                 "/booking/", [booked], [*(_select(f["field"], f["value"]) for f in fields[:4]), _type("Name", name),
+                                        _click("Book")], fields)
 
 
 @dataclass(frozen=True)
