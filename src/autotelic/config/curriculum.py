@@ -91,8 +91,9 @@ class PrefixConfig:
 
 @dataclass
 class HintConfig:
-    """Guided rollouts (``curricula/hints.py``): a task failed by its whole group comes back with the start of its
-    reference solution (a data column) as the start of the response; the share of hinted tasks decays each step."""
+    """Guided rollouts (``curricula/hints.py``): a task failed by its whole group comes back guided by its reference
+    solution (a data column; web tasks carry their scripted actions): the start of it written into the question, or
+    (episodes) played whole by one episode of the group; the share of guided tasks decays each step."""
 
     fraction: float = 0.0
     """Share of each step's tasks served with hints at the first step (0 disables); it decays by ``decay``."""
