@@ -20,7 +20,7 @@ from autotelic.rollout.propose import proposal_metrics
 from autotelic.types import Group
 
 # Sample facts rollouts.jsonl records when present: a self-play seat, a proposal, a discussion turn.
-LOGGED_INFO = ("player", "proposal", "looped", *DISCUSSION_INFO)
+LOGGED_INFO = ("player", "proposal", "looped", "demonstration", *DISCUSSION_INFO)
 
 
 def group_metrics(groups: list[Group]) -> dict[str, float]:
