@@ -77,10 +77,9 @@ class HintCurriculum(DerivedTaskQueue):
             reference = reference_of(group.task, self.column)
             if reference is None or not group.samples or max(group.rewards) > self.max_reward:
                 continue
-            hint = reference if self.mode == "demonstration" else hint_of(reference, self.share)
-            if hint:
-                self.queue.append(demonstrated(group.task, hint) if self.mode == "demonstration"
-                                  else hinted(group.task, hint))
+            retry = self._retry(group.task, reference)
+            if retry is not None:
+                self.queue.append(retry)
                 made += 1
         guided = [(s, r) for g in groups if g.task.meta.get("hinted") for s, r in zip(g.samples, g.rewards)]
         own = [r for s, r in guided if not s.info.get("demonstration")]
@@ -93,6 +92,13 @@ class HintCurriculum(DerivedTaskQueue):
             metrics["hint/demonstration_reward"] = sum(played) / len(played)
         self.fraction *= self.decay
         return metrics
+
+    def _retry(self, task: Task, reference: str) -> Task | None:
+        """The failed task again, with its reference to play or the start of it as a hint (none if too short)."""
+        if self.mode == "demonstration":
+            return demonstrated(task, reference)
+        hint = hint_of(reference, self.share)
+        return hinted(task, hint) if hint else None
 
     def state_dict(self) -> dict[str, Any]:
         return {**self.queue_state(), "fraction": self.fraction}
