@@ -9,8 +9,9 @@ from typing import Any, Literal
 from autotelic.config.rules import at_least_zero, band, count, filled, finite, fraction, positive, rule
 
 DATA_COLUMNS = ("prompt", "answer", "tests", "level", "difficulty")
-HINT_MODES = ("prompt", "demonstration")
 """The columns of a user's data that autotelic reads (``tasks/files.py``); ``curriculum.columns`` renames them."""
+HINT_MODES = ("prompt", "demonstration")
+"""How guided rollouts guide (``curriculum.hints.mode``): a hint in the question, or a played demonstration."""
 
 
 def _column(key: str, role: str, column: Any) -> list[str]:

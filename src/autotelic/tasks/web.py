@@ -21,7 +21,7 @@ from typing import Any
 
 from autotelic.text import answer_matches
 from autotelic.types import Task
-from autotelic.web.actions import ActionError, parse_action
+from autotelic.web.actions import Action, ActionError, parse_action
 from autotelic.web.content import ARTICLES, BOOKING_DATES, BOOKING_TIMES, POSTS, PRODUCTS, THREADS, VENUES, Product
 
 ACTION_PREFIX = "Action:"  # every turn of the agent starts so: a small model then mostly writes an action
@@ -82,19 +82,19 @@ def _answer_task(family: str, level: int, prompt: str, start: str, answer: str, 
                  progress: list[dict[str, Any]] | None = None) -> Task:
     """A question whose answer shows on the page ``path`` (actions, from ``start``) leads to."""
     return _task(family, level, f"{prompt} Answer with answer(\"...\").", start, [{"answer": answer}],
-                 [*path, f'answer("{answer}")'], progress, answer)
+                 [*path, str(Action("answer", text=answer))], progress, answer)
 
 
 def _click(label: str) -> str:
-    return f'click("{label}")'
+    return str(Action("click", label=label))
 
 
 def _type(label: str, text: str) -> str:
-    return f'type("{label}", "{text}")'
+    return str(Action("type", label=label, text=text))
 
 
 def _select(label: str, option: str) -> str:
-    return f'select("{label}", "{option}")'
+    return str(Action("select", label=label, text=option))
 
 
 def _shop(rng: random.Random, level: int) -> Task:
