@@ -28,7 +28,8 @@ class ScriptedBackend:
     def token_ids_containing(self, text):
         return []
 
-    def generate(self, prompts, n, max_new_tokens, temperature, top_p=1.0, greedy=False, stop_token_ids=()):
+    def generate(self, prompts, n, max_new_tokens, temperature, top_p=1.0, greedy=False, stop_token_ids=(),
+                 prefixes=None):
         self.generate_calls.append((len(prompts), n, max_new_tokens, greedy))
         return [[Completion(token_ids=p, logprobs=[0.0], finished=True)] for p in prompts]
 
@@ -50,7 +51,7 @@ class ScriptedPolicy:
     def decode(self, token_ids: list[int]) -> str:
         return "".join(chr(t) for t in token_ids if t != EOS)
 
-    def generate(self, prompts, n, max_new_tokens, temperature, top_p=1.0, greedy=False):
+    def generate(self, prompts, n, max_new_tokens, temperature, top_p=1.0, greedy=False, prefixes=None):
         sizes = [n] * len(prompts) if isinstance(n, int) else list(n)
         outputs = []
         for prompt, size in zip(prompts, sizes):

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from autotelic.backends import PrefixCache
 from autotelic.backends.forward import completion_logprobs
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import ModelConfig
@@ -54,9 +55,39 @@ def test_chunked_logprobs_equal_the_whole_batchs_values_and_gradients(embedded_d
     assert int(mask.sum()) > 7 * 3  # several chunks ran
     (whole, whole_grads), (chunked, chunked_grads) = results
     assert torch.allclose(whole, chunked, atol=1e-5)
-    # the same sums in another order (the tied head's gradient gathers chunk by chunk): equal to float rounding
-    assert all(float((a - b).abs().max()) <= 1e-4 * float(a.abs().max()) for a, b in zip(whole_grads, chunked_grads))
+    # the same sums in another order (the tied head's gradient gathers chunk by chunk): equal to float rounding,
+    # which reaches 1.3e-4 of a layer norm's largest gradient on AVX2-only CPUs (a wrong gradient is off by ~1)
+    assert all(float((a - b).abs().max()) <= 1e-3 * float(a.abs().max()) for a, b in zip(whole_grads, chunked_grads))
     assert any(float(g.abs().sum()) > 0 for g in chunked_grads)
+
+
+def test_a_turn_continued_from_the_kept_cache_equals_one_computed_afresh(policy):
+    """The next turn of multi-turn sequences (prompt, reply, observation) starts from the KV cache the last call
+    kept (PrefixCache): the same greedy tokens and log-probs as from scratch, computing only what each shares
+    with no kept sequence; a reply cut short reuses what it shares; another model never reads the kept state."""
+    prompts = [policy.encode_prompt(q) for q in QUESTIONS]
+    cache = PrefixCache()
+    policy.generator.manual_seed(3)
+    replies = [c.token_ids for c in _flatten(policy.generate(prompts, [2, 1], 10, temperature=1.0, prefixes=cache))]
+    assert len(cache.entries) == 3 and cache.reused_tokens == 0
+    assert cache.prompt_tokens == len(prompts[0]) + len(prompts[1])
+    followup = policy.encode_followup("Are you sure? Answer once more.", after_eos=True)
+    turns = [prompts[0] + replies[0] + followup, prompts[0] + replies[1][:2] + followup,
+             prompts[1] + replies[2] + followup]
+    continued = _flatten(policy.generate(turns, 1, 10, greedy=True, prefixes=cache))
+    afresh = _flatten(policy.generate(turns, 1, 10, greedy=True))
+    for a, b in zip(continued, afresh):
+        assert a.token_ids == b.token_ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-3)
+    # each turn read its episode's kept sequence: everything up to the reply's last token (never fed back)
+    kept = [prompts[0] + replies[0][:-1], prompts[0] + replies[1][:-1], prompts[1] + replies[2][:-1]]
+    shared = [max(next((i for i, (x, y) in enumerate(zip(turn, k)) if x != y), min(len(turn), len(k)))
+                  for k in kept) for turn in turns]
+    assert cache.reused_tokens == sum(shared) >= len(prompts[0]) * 2 + len(prompts[1])
+    assert len(cache.entries) == 3  # the continued sequences replaced those they continued
+    other = HFPolicy(ModelConfig(path="random:qwen2-tiny"), seed=0)
+    other.generate(turns[:1], 1, 4, greedy=True, prefixes=cache)
+    assert cache.reused_tokens == sum(shared) and cache.owner == id(other.causal_lm)
 
 
 def test_greedy_is_deterministic_and_sampling_is_seeded(policy):

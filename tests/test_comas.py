@@ -166,7 +166,7 @@ class ScriptedAgent:
             return "so so" if self.mumbles else ("3" if "Proposed answer: 7\n" in message else "1")
         return "Check it." if "List the errors" in message else self.answer
 
-    def generate(self, prompts, n, max_new_tokens, temperature=1.0, top_p=1.0, greedy=False):
+    def generate(self, prompts, n, max_new_tokens, temperature=1.0, top_p=1.0, greedy=False, prefixes=None):
         outputs = []
         for prompt in prompts:
             message = self.decode(prompt)[3:-3]

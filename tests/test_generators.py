@@ -128,6 +128,19 @@ def test_episodes_mask_observations_and_record_the_return(policy):
     _assert_recorded_logprobs_match(policy, groups, 1.0)
 
 
+def test_episodes_from_the_kept_cache_equal_episodes_computed_afresh_every_turn(policy):
+    """Each turn starting from its episode's KV cache (the default) plays the same greedy episodes as
+    recomputing the whole episode every turn."""
+    tasks = _tasks(3, "guess_number", 1)
+    played = [EpisodeSampler(policy, make_env_factory("guess_number"), max_turns=3, greedy=True, turn_tokens=12,
+                             reuse_prefixes=reuse).generate(tasks, 1, 96) for reuse in (True, False)]
+    samples = [[s for g in groups for s in g.samples] for groups in played]
+    assert any(s.info["turns"] > 1 for s in samples[0])
+    for a, b in zip(*samples):
+        assert a.token_ids == b.token_ids and a.info["return"] == b.info["return"]
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-3)
+
+
 def test_selfplay_keeps_a_transcript_per_player_hiding_the_other_card(policy):
     tasks = _tasks(4, "ta_kuhn_poker", 1)
     # 128 tokens leave the rambling base model room for a second move (after an invalid first one)

@@ -47,7 +47,7 @@ class ScriptedPolicy:
         return "".join(chr(t) for t in token_ids if t != EOS)
 
     def generate(self, prompts: list[list[int]], n: int | list[int], max_new_tokens: int, temperature: float,
-                 top_p: float = 1.0, greedy: bool = False) -> list[list[Completion]]:
+                 top_p: float = 1.0, greedy: bool = False, prefixes: object = None) -> list[list[Completion]]:
         outputs = []
         for prompt, size in zip(prompts, [n] * len(prompts) if isinstance(n, int) else n):
             context = self.decode(prompt)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -20,6 +20,19 @@ class Completion:
     finished: bool  # ended with EOS rather than at the length limit
     entropies: list[float] = field(default_factory=list)  # entropy of each step's sampling distribution
     looped: bool = False  # cut early: its last tokens repeated one block (``control.stop_repeats``)
+
+
+@dataclass
+class PrefixCache:
+    """The attention state of a batch of multi-turn sequences, kept from one turn's call to the next: a backend
+    that can (the transformers one) starts each prompt from the kept sequence it shares the longest start with,
+    so a turn computes its new tokens (the last reply and observation), not the whole episode again. One per
+    batch of episodes and model, dropped with the batch; the weights must not change while it lives."""
+
+    entries: list[Any] = field(default_factory=list)  # the backend's own: the latest state of each sequence
+    owner: int | None = None  # the model that computed them: another model's calls start afresh
+    reused_tokens: int = 0  # prompt tokens read from kept state instead of computed, over every call
+    prompt_tokens: int = 0
 
 
 class PolicyBackend(Protocol):
@@ -35,10 +48,11 @@ class PolicyBackend(Protocol):
 
     def generate(
         self, prompts: list[list[int]], n: int | Sequence[int], max_new_tokens: int, temperature: float, top_p: float = 1.0,
-        greedy: bool = False, stop_token_ids: Sequence[int] = (),
+        greedy: bool = False, stop_token_ids: Sequence[int] = (), prefixes: PrefixCache | None = None,
     ) -> list[list[Completion]]: ...
     """``stop_token_ids`` end a completion after that token (e.g. line ends for step-wise search);
-    ``Completion.finished`` stays True only for end-of-sequence tokens."""
+    ``Completion.finished`` stays True only for end-of-sequence tokens. ``prefixes``: the prompts continue the
+    sequences of the last call given the same cache (the next turn of its episodes); its state may be reused."""
 
     def token_ids_containing(self, text: str) -> list[int]: ...
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from autotelic.backends import Completion, PolicyBackend
+from autotelic.backends import Completion, PolicyBackend, PrefixCache
 from autotelic.backends.batching import group_sizes
 from autotelic.backends.embedded import ModelFileError
 from autotelic.backends.forward import checkpoint_completion_layers, completion_logits, completion_logprobs
@@ -214,14 +214,16 @@ class HFPolicy:
     # ---- generation ------------------------------------------------------------------------
     def generate(self, prompts: list[list[int]], n: int | Sequence[int], max_new_tokens: int,
                  temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-                 stop_token_ids: Sequence[int] = ()) -> list[list[Completion]]:
+                 stop_token_ids: Sequence[int] = (), prefixes: PrefixCache | None = None,
+                 ) -> list[list[Completion]]:
         """n completions per prompt (or n[i] for prompt i). Returns one list of Completions per prompt.
-        A completion also ends after any of ``stop_token_ids`` (then ``finished`` is False)."""
+        A completion also ends after any of ``stop_token_ids`` (then ``finished`` is False). ``prefixes``: the
+        prompts continue the last call's sequences (``sampling.sample_groups`` reuses their KV cache)."""
         with self._precision():
             return sample_groups(self.causal_lm, prompts, group_sizes(n, len(prompts)), max_new_tokens,
                                  pad_id=self.pad_id, eos_ids=self.eos_ids, generator=self.generator,
                                  device=self.device, temperature=temperature, top_p=top_p, greedy=greedy,
-                                 stop_token_ids=stop_token_ids, stop_repeats=self.stop_repeats)
+                                 stop_token_ids=stop_token_ids, stop_repeats=self.stop_repeats, prefixes=prefixes)
 
     def _precision(self) -> torch.autocast:
         """The forwards' precision: bf16 autocast under ``model.dtype=bf16-mixed`` (backward follows the forward's

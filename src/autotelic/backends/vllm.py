@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from autotelic.backends import Completion
+from autotelic.backends import Completion, PrefixCache
 from autotelic.backends.batching import group_sizes
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import ConfigError, VLLMConfig
@@ -213,8 +213,10 @@ class VLLMPolicy:
     # ---- generation on the engine ----------------------------------------------------------
     def generate(self, prompts: list[list[int]], n: int | Sequence[int], max_new_tokens: int,
                  temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-                 stop_token_ids: Sequence[int] = ()) -> list[list[Completion]]:
-        """As ``HFPolicy.generate``, from the HFPolicy's current weights; ``entropies`` stay empty."""
+                 stop_token_ids: Sequence[int] = (), prefixes: PrefixCache | None = None,
+                 ) -> list[list[Completion]]:
+        """As ``HFPolicy.generate``, from the HFPolicy's current weights; ``entropies`` stay empty. ``prefixes``
+        is not needed: vLLM finds shared prompt starts in its own KV cache (automatic prefix caching)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Protocol
 
 import torch
 
-from autotelic.backends import Completion, PolicyBackend
+from autotelic.backends import Completion, PolicyBackend, PrefixCache
 from autotelic.envs import Environment, Step, call_all
 from autotelic.types import Group, Sample, Task
 
@@ -193,16 +193,18 @@ def episode_sample(policy: PolicyBackend, **info: Any) -> Sample:
 
 def next_turns(policy: PolicyBackend, contexts: list[tuple[list[int], Sample]], max_new_tokens: int,
                temperature: float, top_p: float, greedy: bool = False, turn_tokens: int | None = None,
-               ) -> list[Completion]:
+               prefixes: PrefixCache | None = None) -> list[Completion]:
     """One batched policy call: the next turn after each (prompt, sample so far), at most ``turn_tokens`` long.
-    Identical contexts (a group's first turn) are prefilled once and sampled several times."""
+    Identical contexts (a group's first turn) are prefilled once and sampled several times; with ``prefixes``
+    (one per batch of episodes and policy), each context starts from its episode's state after the last turn."""
     budget = max_new_tokens - min(len(sample.token_ids) for _, sample in contexts)
     budget = min(budget, turn_tokens) if turn_tokens else budget
     rows = [tuple(prompt + sample.token_ids) for prompt, sample in contexts]
     counts = Counter(rows)
     unique = list(counts)
     sizes = 1 if len(unique) == len(rows) else [counts[row] for row in unique]
-    outputs = policy.generate([list(row) for row in unique], sizes, budget, temperature, top_p, greedy=greedy)
+    outputs = policy.generate([list(row) for row in unique], sizes, budget, temperature, top_p, greedy=greedy,
+                              prefixes=prefixes)
     pools = {row: list(completions) for row, completions in zip(unique, outputs)}
     return [pools[row].pop(0) for row in rows]
 
@@ -309,6 +311,9 @@ class EpisodeSampler:
     episode's own cap."""
     max_invalid: int | None = None
     """Early exit: an episode ends after this many invalid actions in a row."""
+    reuse_prefixes: bool = True
+    """Each turn starts from its episode's KV cache after the last turn (``PrefixCache``); False recomputes the
+    whole episode every turn (the same tokens: bench/episode_prefill.py measures the difference)."""
 
     def _played(self, script: list[str]) -> Completion:
         """The demonstration's next action as a finished turn (its log-probs are filled in at the end)."""
@@ -330,14 +335,14 @@ class EpisodeSampler:
                 scripts[id(group.samples[0])] = list(task.meta["demonstration"])
             episodes += [(env, sample, prompt, task.response_prefix) for env, sample in zip(group_envs, group.samples)]
             groups.append(group)
-        active = episodes
+        active, prefixes = episodes, (PrefixCache() if self.reuse_prefixes else None)
         for turn in range(self.max_turns):
             active = [e for e in active if len(e[1].token_ids) < max_new_tokens]
             if not active:
                 break
             sampled = [(prompt, sample) for _, sample, prompt, _ in active if id(sample) not in scripts]
             completions = iter(next_turns(self.policy, sampled, max_new_tokens, self.temperature, self.top_p,
-                                          self.greedy, self.turn_tokens) if sampled else [])
+                                          self.greedy, self.turn_tokens, prefixes) if sampled else [])
             actions, cut_turns = [], []
             for env, sample, _, prefix in active:
                 script = scripts.get(id(sample))

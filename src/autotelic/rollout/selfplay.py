@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotelic.backends import Completion, PolicyBackend
+from autotelic.backends import Completion, PolicyBackend, PrefixCache
 from autotelic.envs import TwoPlayerGame
 from autotelic.rollout.generate import (
     add_observation,
@@ -111,16 +111,18 @@ class SelfPlaySampler:
         """Who moves for ``role``: the policy, the fixed opponent policy, or None for the rules."""
         return self.policy if not self._fixed or role == table.learner else self.opponent
 
-    def _moves(self, movers: list[tuple[_Table, _Seat]], max_new_tokens: int) -> list[Completion]:
-        """Each mover's next move: one batched call per player (the policy, and the fixed opponent if any); the
-        rules' moves as the tokens the policy would have written for them."""
+    def _moves(self, movers: list[tuple[_Table, _Seat]], max_new_tokens: int,
+               prefixes: dict[int, PrefixCache]) -> list[Completion]:
+        """Each mover's next move: one batched call per player (the policy, and the fixed opponent if any, each
+        with its own ``prefixes``); the rules' moves as the tokens the policy would have written for them."""
         moves: list[Completion | None] = [None] * len(movers)
         for backend in [self.policy] + ([self.opponent] if self.opponent is not None else []):
             mine = [i for i, (table, seat) in enumerate(movers)
                     if self._player(table, seat.sample.info["player"]) is backend]
             if mine:
                 contexts = [(movers[i][1].prompt, movers[i][1].sample) for i in mine]
-                for i, move in zip(mine, next_turns(backend, contexts, max_new_tokens, self.temperature, self.top_p)):
+                for i, move in zip(mine, next_turns(backend, contexts, max_new_tokens, self.temperature, self.top_p,
+                                                    prefixes=prefixes.setdefault(id(backend), PrefixCache()))):
                     moves[i] = move
         if self.rules is not None:
             for i, (table, seat) in enumerate(movers):
@@ -140,7 +142,7 @@ class SelfPlaySampler:
         seat.sample.info["observations"].append(view)
 
     def _play(self, tables: list[_Table], max_new_tokens: int) -> None:
-        running = tables
+        running, prefixes = tables, {}  # each player's transcripts' state between its moves, per model
         for _ in range(self.max_turns):
             movers = []
             for table in running:
@@ -155,7 +157,7 @@ class SelfPlaySampler:
                     table.result = {player: -1.0, 1 - player: 1.0}, "token_cap", ""
             if not movers:
                 break
-            completions = self._moves(movers, max_new_tokens)
+            completions = self._moves(movers, max_new_tokens, prefixes)
             running = []
             for (table, seat), completion in zip(movers, completions):
                 move = table.game.step(self.policy.decode(add_turn(seat.sample, completion, max_new_tokens)))

@@ -1,0 +1,118 @@
+"""Multi-turn episodes with and without the KV cache kept between turns (``PrefixCache``): seconds and tokens.
+
+The web recipe's episodes on the embedded SmolLM2-135M-Instruct, on its live local sites (plain HTTP): every
+turn the agent reads an intro and the page (about a thousand tokens in all by the last turn) and writes one
+action. Without reuse each turn's prompt is the whole episode so far, computed again; with it only the tokens
+since the last turn are (``backends/sampling.py``). Two workloads, each arm alternately, ``--repeats`` times:
+``eval`` (one greedy episode per held-out task, as the held-out evaluation plays them) and ``train`` (the
+recipe's groups of sampled episodes, ``control.tasks_per_step`` tasks x ``generate.group_size``, from a fixed
+seed). Greedy episodes must match token for token; sampled ones may part where a 1e-5 difference in the
+logits moves a draw across a boundary, which the artifact counts.
+
+    python bench/episode_prefill.py                     # 16 held-out tasks, 2 repeats
+    python bench/episode_prefill.py --tasks 60 --repeats 3
+
+Writes bench/results/episode_prefill-<UTC time>.json; the last lines: <workload>: seconds_ratio=X (median
+seconds with reuse over without) prefill_share=Y (prompt tokens computed with reuse, over without).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import artifacts  # bench/artifacts.py: this script's directory is on sys.path
+
+from autotelic.backends.hf import HFPolicy
+from autotelic.heldout import build_heldout
+from autotelic.loading import load_config
+from autotelic.modes.environments import run_env_factory
+from autotelic.rollout.generate import EpisodeSampler
+from autotelic.types import Group
+
+RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "opagent-web.yaml"
+
+
+def play(policy: HFPolicy, sampler: EpisodeSampler, tasks: list, sizes: int, max_new_tokens: int,
+         seed: int) -> tuple[float, list[Group]]:
+    policy.generator.manual_seed(seed)
+    start = time.perf_counter()
+    groups = sampler.generate(tasks, sizes, max_new_tokens)
+    return time.perf_counter() - start, groups
+
+
+def prompt_tokens(groups: list[Group]) -> int:
+    """The prompt tokens a full recomputation runs: each turn's whole context (the group's prompt and what the
+    sample held before that turn), counted once per distinct context as the sampler batches them."""
+    contexts = set()
+    for group in groups:
+        for sample in group.samples:
+            for start in sample.info["turn_starts"]:
+                contexts.add(tuple(group.prompt_ids) + tuple(sample.token_ids[:start]))
+    return sum(len(c) for c in contexts)
+
+
+def prompt_tokens_reused(groups: list[Group]) -> int:
+    """The prompt tokens computed with reuse: each group's prompt once (its samples share it), then each later turn
+    what follows the state kept after the previous one: that turn's last token (sampled, never fed back) and the
+    observation after it."""
+    total = 0
+    for group in groups:
+        total += len(group.prompt_ids)
+        for sample in group.samples:
+            starts = sample.info["turn_starts"]
+            for previous, start in zip(starts, starts[1:]):
+                between = sample.mask[previous:start]  # the turn's own tokens (1), then the observation's (0)
+                turn = between.index(0) if 0 in between else len(between)
+                total += start - previous - turn + 1
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=16, help="held-out tasks for the eval workload")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS, help="where the artifact goes")
+    parser.add_argument("overrides", nargs="*", help="config overrides on recipes/opagent-web.yaml")
+    args = parser.parse_args()
+    config = load_config(RECIPE, ["curriculum.families=[web_shop,web_forum,web_wiki]", "curriculum.levels=[1]",
+                                  "eval.levels=[1]", "eval.per_level=20",
+                                  *args.overrides])
+    tasks = list(build_heldout(config))[:args.tasks]
+    policy = HFPolicy(config.model, seed=0)
+    episode, gen = config.episode, config.generate
+    workloads = {  # name: (tasks, samples per task, temperature, greedy)
+        "eval": (tasks, 1, 1.0, True),
+        "train": (tasks[:config.control.tasks_per_step], gen.group_size, gen.temperature, False),
+    }
+    rows, lines = [], []
+    for name, (batch, sizes, temperature, greedy) in workloads.items():
+        seconds: dict[bool, list[float]] = {True: [], False: []}
+        outcomes: dict[bool, list[Group]] = {}
+        for repeat in range(args.repeats):
+            for reuse in ((True, False) if repeat % 2 == 0 else (False, True)):
+                sampler = EpisodeSampler(policy, run_env_factory(config), temperature, max_turns=episode.max_turns,
+                                         greedy=greedy, turn_tokens=episode.turn_tokens,
+                                         max_invalid=episode.max_invalid, reuse_prefixes=reuse)
+                took, groups = play(policy, sampler, batch, sizes, config.control.max_new_tokens, seed=repeat)
+                seconds[reuse].append(took)
+                outcomes[reuse] = groups
+        samples = [(a, b) for ga, gb in zip(outcomes[True], outcomes[False]) for a, b in zip(ga.samples, gb.samples)]
+        same = sum(a.token_ids == b.token_ids for a, b in samples)
+        full, computed = prompt_tokens(outcomes[False]), prompt_tokens_reused(outcomes[True])
+        ratio = statistics.median(seconds[True]) / statistics.median(seconds[False])
+        rows += [{"arm": f"{name}, {'reuse' if reuse else 'recompute'}", "seed": 0, "workload": name,
+                  "episodes": len(samples), "seconds": seconds[reuse],
+                  "prompt_tokens_computed": computed if reuse else full, "identical_episodes": same}
+                 for reuse in (True, False)]
+        lines.append(f"{name}: seconds_ratio={ratio:.3f} prefill_share={computed / full:.3f} "
+                     f"identical_episodes={same}/{len(samples)}")
+    path = artifacts.write("episode_prefill", rows, [], {"lines": lines}, args.results_dir)
+    print(f"wrote {path}")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
