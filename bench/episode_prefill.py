@@ -12,8 +12,9 @@ logits moves a draw across a boundary, which the artifact counts.
     python bench/episode_prefill.py                     # 16 held-out tasks, 2 repeats
     python bench/episode_prefill.py --tasks 60 --repeats 3
 
-Writes bench/results/episode_prefill-<UTC time>.json; the last lines: <workload>: seconds_ratio=X (median
-seconds with reuse over without) prefill_share=Y (prompt tokens computed with reuse, over without).
+Writes bench/results/episode_prefill-<UTC time>.json; the last lines, per workload: <workload>_seconds_ratio=X
+(median seconds with reuse over without), <workload>_prefill_share=Y (prompt tokens computed with reuse, over
+without) and how many episodes the two arms played alike.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def main() -> None:
         "eval": (tasks, 1, 1.0, True),
         "train": (tasks[:config.control.tasks_per_step], gen.group_size, gen.temperature, False),
     }
-    rows, lines = [], []
+    rows, lines, ratios = [], [], {}
     for name, (batch, sizes, temperature, greedy) in workloads.items():
         seconds: dict[bool, list[float]] = {True: [], False: []}
         outcomes: dict[bool, list[Group]] = {}
@@ -107,9 +108,10 @@ def main() -> None:
                   "episodes": len(samples), "seconds": seconds[reuse],
                   "prompt_tokens_computed": computed if reuse else full, "identical_episodes": same}
                  for reuse in (True, False)]
-        lines.append(f"{name}: seconds_ratio={ratio:.3f} prefill_share={computed / full:.3f} "
+        ratios.update({f"{name}_seconds_ratio": ratio, f"{name}_prefill_share": computed / full})
+        lines.append(f"{name}_seconds_ratio={ratio:.3f} {name}_prefill_share={computed / full:.3f} "
                      f"identical_episodes={same}/{len(samples)}")
-    path = artifacts.write("episode_prefill", rows, [], {"lines": lines}, args.results_dir)
+    path = artifacts.write("episode_prefill", rows, [], {"ratios": ratios}, args.results_dir)
     print(f"wrote {path}")
     print("\n".join(lines))
 
