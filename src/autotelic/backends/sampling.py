@@ -111,10 +111,14 @@ def _keep(prefixes: PrefixCache, cache: DynamicCache, mask: torch.Tensor, rows: 
     tokens fed so far: a row's last sampled token never ran through the model)."""
     if not all(type(layer) is DynamicLayer for layer in cache.layers):  # sliding windows drop what they pass
         return
-    for row, tokens in zip(rows, sequences):
-        real = mask[row].bool()
-        prefixes.entries.append(_Kept(torch.tensor(tokens), [(layer.keys[row][:, real], layer.values[row][:, real])
-                                                            for layer in cache.layers]))
+    # each row's unpadded positions, in order, found without reading the mask back: a boolean index would wait for
+    # the device once per layer and row, which on a GPU costs more than the prefill the cache saves
+    real_first = torch.argsort((mask[rows] == 0).to(torch.int8), dim=1, stable=True)
+    for i, (row, tokens) in enumerate(zip(rows, sequences)):
+        real = real_first[i, :len(tokens)]
+        prefixes.entries.append(_Kept(torch.tensor(tokens), [(layer.keys[row].index_select(1, real),
+                                                              layer.values[row].index_select(1, real))
+                                                             for layer in cache.layers]))
 
 
 @torch.no_grad()
