@@ -340,6 +340,10 @@ ENV_MODULES = {  # module name -> its source, written to a folder on sys.path
                       "from autotelic.envs.registry import EnvironmentSpec\nfrom autotelic.types import Task\n"
                       "def load_environment():\n    return EnvironmentSpec(GuessNumberEnv, "
                       "[Task('a', '1', 'x', 1, 'a'), Task('b', '2', 'y', 1, 'b')])\n"),
+    "unclosable_env_xyz": ("from autotelic.envs.registry import EnvironmentSpec\n"
+                           "class Game:\n    def reset(self, task):\n        return ''\n"
+                           "    def step(self, action):\n        return None\n"
+                           "def load_environment():\n    return EnvironmentSpec(Game)\n"),
 }
 ENVIRONMENTS = [  # (generate.env and its args, the message)
     (["generate.env=no_such_env_xyz"], "unknown environment 'no_such_env_xyz'; built in: guess_number, calculator, "
@@ -355,6 +359,8 @@ ENVIRONMENTS = [  # (generate.env and its args, the message)
                                     "autotelic.envs.registry.EnvironmentSpec"),
     (["generate.env=mixed_env_xyz"], "environment 'mixed_env_xyz': an environment's tasks must share one family name, "
                                      "got ['x', 'y']"),
+    (["generate.env=unclosable_env_xyz"], "environment 'unclosable_env_xyz': its Game has no close(); an environment "
+                                          "has reset(task), step(action) and close() (which may do nothing)"),
     (["generate.env=guess_number", "generate.env_args={level: 3}"], "load_environment of environment 'guess_number' "
      "raised TypeError: load_environment() got an unexpected keyword argument 'level'"),
 ]

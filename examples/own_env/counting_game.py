@@ -41,6 +41,9 @@ class CountingGame:
         info = {"valid": True, "right": right}
         return Step("Done." if done else feedback, (1.0 if right else 0.0) / self.turns, done, info)
 
+    def close(self) -> None:  # holds nothing to release
+        pass
+
 
 def load_environment(turns: int = 2, largest: int = 60) -> EnvironmentSpec:
     """Games starting from 1..largest (level 1 below 20, level 2 above), ``turns`` numbers each."""

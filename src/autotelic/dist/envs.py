@@ -2,8 +2,9 @@
 a pool of actors instead of the generating process, behind the ``Environment`` calls.
 
 A ``RayEnvPool`` is an episode generator's ``make_env``: each call returns a ``RemoteEnv`` placed on the next
-actor in turn, which builds the real environment there on its first call. ``RemoteEnv.start`` lets
-``envs.call_all`` start a batch's steps on every actor before waiting, so the actors step in parallel.
+actor in turn, which builds the real environment there on its first call. ``RemoteEnv.start`` (registered as
+``envs.start_call``'s) lets ``envs.call_all`` start a batch's steps on every actor before waiting, so the actors
+step in parallel.
 
 A dead actor is replaced, and each environment it held is rebuilt on the replacement by replaying its calls
 since its reset (environments are deterministic given the task and the actions: the episode's recorded
@@ -16,7 +17,7 @@ import itertools
 from typing import Any, Callable
 
 from autotelic.dist.actors import ActorPool, PoolFront
-from autotelic.envs import Environment
+from autotelic.envs import Environment, start_call
 
 REBUILD_ATTEMPTS = 3
 
@@ -40,7 +41,7 @@ class _EnvActor:
 
     def close(self, key: int) -> None:
         env = self.envs.pop(key, None)
-        if hasattr(env, "close"):
+        if env is not None:  # built on its first call: an episode never reset has none
             env.close()
 
 
@@ -94,6 +95,11 @@ class RemoteEnv:
 
     def close(self) -> None:
         self.actor.close.remote(self.key)  # not waited for: a dead actor has nothing left to close
+
+
+@start_call.register
+def _start_remote(env: RemoteEnv, method: str, argument: Any) -> Callable[[], Any]:
+    return env.start(method, argument)
 
 
 class RayEnvPool(PoolFront):

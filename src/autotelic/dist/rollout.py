@@ -21,6 +21,8 @@ import numpy as np
 import torch
 
 from autotelic.dist.actors import ActorPool, PoolFront, split
+from autotelic.dist.envs import RayEnvPool
+from autotelic.rollout.generate import EpisodeSampler
 from autotelic.types import Group, Task
 
 
@@ -45,7 +47,8 @@ class _RolloutActor:
 
     def env_restarts(self) -> int:
         """Replacements of this worker's own environment actors (``dist.env_workers``), so far."""
-        return getattr(getattr(self.generator, "make_env", None), "restarts", 0)
+        pool = self.generator.make_env if isinstance(self.generator, EpisodeSampler) else None
+        return pool.restarts if isinstance(pool, RayEnvPool) else 0
 
 
 def _shareable(state: dict[str, torch.Tensor]) -> dict[str, Any]:

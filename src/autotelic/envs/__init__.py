@@ -13,9 +13,9 @@ reads its own observations, so one policy can play both roles with a transcript 
 
 from __future__ import annotations
 
-from functools import partial
 from collections.abc import Mapping
-from typing import Any, Callable, NamedTuple, Protocol
+from functools import partial, singledispatch
+from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 from autotelic.tasks.textarena_games import TextArenaGame
 from autotelic.types import Move, Task
@@ -28,10 +28,16 @@ class Step(NamedTuple):
     info: dict[str, Any]
 
 
+@runtime_checkable
 class Environment(Protocol):
     def reset(self, task: Task) -> str: ...
 
     def step(self, action: str) -> Step: ...
+
+    def close(self) -> None:
+        """Release what it holds (a browser, a server, an actor's slot) once its episode is over; most hold
+        nothing, and do nothing."""
+        ...
 
 
 class TwoPlayerGame(Protocol):
@@ -49,12 +55,17 @@ class TwoPlayerGame(Protocol):
         ...
 
 
-def call_all(calls: list[tuple[Any, str, Any]]) -> list[Any]:
-    """``getattr(env, method)(argument)`` for each (env, method, argument), in order. An environment with
-    ``start(method, argument)`` (a remote one) starts its call and returns a function that waits for the
-    result: all of those start before any is waited for, so remote environments step in parallel."""
-    finishers = [env.start(method, argument) if hasattr(env, "start") else partial(getattr(env, method), argument)
-                 for env, method, argument in calls]
+@singledispatch
+def start_call(env: Environment, method: str, argument: Any) -> Callable[[], Any]:
+    """``env.method(argument)`` started: returns what waits for its result. An environment here runs the call
+    when waited for; a remote one (``dist/envs.py`` registers it) starts it at once."""
+    return partial(getattr(env, method), argument)
+
+
+def call_all(calls: list[tuple[Environment, str, Any]]) -> list[Any]:
+    """``env.method(argument)`` for each (env, method, argument), in order: every call starts before any is
+    waited for, so remote environments step in parallel."""
+    finishers = [start_call(env, method, argument) for env, method, argument in calls]
     return [finish() for finish in finishers]
 
 

@@ -33,6 +33,9 @@ class GuessNumberEnv:
             return Step("correct", 1.0, True, {"valid": True, "guesses": len(self.guesses)})
         return Step("higher" if guess < self.secret else "lower", 0.0, False, {"valid": True})
 
+    def close(self) -> None:  # holds nothing to release
+        pass
+
 
 def load_environment() -> EnvironmentSpec:
     """Played on the guess_number family, paid by the episode's return."""

@@ -128,10 +128,21 @@ def load_environment(name: str, args: Mapping[str, Any] | None = None) -> Enviro
         family = spec.family
     except ValueError as error:
         raise UnknownEnvironmentError(f"environment '{name}': {error}") from None
+    _check_calls(name, spec.make_env)
     if family is not None:
         add_family(family)
     _LOADED[key] = spec
     return spec
+
+
+def _check_calls(name: str, make_env: Callable[[], Environment]) -> None:
+    """One environment built and closed: one that lacks a call episodes make is named now, not mid-run."""
+    env = make_env()
+    if not isinstance(env, Environment):
+        missing = [f"{call}()" for call in ("reset", "step", "close") if not callable(getattr(env, call, None))]
+        raise UnknownEnvironmentError(f"environment '{name}': its {type(env).__name__} has no {', '.join(missing)}; "
+                                      "an environment has reset(task), step(action) and close() (which may do nothing)")
+    env.close()
 
 
 def environment_names() -> list[str]:

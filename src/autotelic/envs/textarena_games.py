@@ -52,6 +52,9 @@ class TextArenaSelfPlayEnv:
         return Step(f"Game over. {move.reason}".strip(), move.rewards[move.player], True,
                     {"player": move.player, "valid": move.valid, "rewards": move.rewards})
 
+    def close(self) -> None:  # holds nothing to release
+        pass
+
 
 def load_environment() -> EnvironmentSpec:
     """Self-play transcripts over the ta_* families (``curriculum.families`` names the games)."""

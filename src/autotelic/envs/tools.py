@@ -205,6 +205,9 @@ class ToolUseEnv:
             result += "\n(No tool calls left: reply with your final answer.)"
         return Step(result, 0.0, False, self._counts({"tool": name, "ok": True}))
 
+    def close(self) -> None:  # holds nothing to release
+        pass
+
     def _failed(self, name: str | None, problem: str, done: bool = False) -> Step:
         self.calls += 1
         return Step(f"Error: {problem}", 0.0, done, self._counts({"tool": name, "ok": False, "valid": False}))

@@ -367,6 +367,5 @@ class EpisodeSampler:
             own_logprobs(self.policy, played, self.temperature)
         for env, sample, _, _ in episodes:
             set_own_text(self.policy, sample)
-            if hasattr(env, "close"):  # environments holding a browser, a connection or an actor's slot
-                env.close()
+            env.close()
         return groups
