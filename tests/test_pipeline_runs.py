@@ -253,7 +253,7 @@ def test_bad_combinations_are_named_before_the_model_loads(tmp_path):
 # Recipes that a test of their own runs end to end from the recipe file, with more checks than one step
 RUN_ELSEWHERE = {
     "rest-rl-code": "test_vm_mcts.py::test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it",
-    "comas": "test_comas.py::test_three_agents_discuss_train_on_their_own_turns_and_resume",
+    "comas": "test_comas.py::test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_resume",
     "agent0": "test_propose.py::test_agent0_runs_on_the_real_model_and_resumes_in_phase",
     "agent0-code": "test_propose.py::test_agent0_code_runs_on_the_real_model_with_executed_labels",
     "spiral": "test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume",
