@@ -6,8 +6,9 @@ action. Without reuse each turn's prompt is the whole episode so far, computed a
 since the last turn are (``backends/sampling.py``). Two workloads, each arm alternately, ``--repeats`` times:
 ``eval`` (one greedy episode per held-out task, as the held-out evaluation plays them) and ``train`` (the
 recipe's groups of sampled episodes, ``control.tasks_per_step`` tasks x ``generate.group_size``, from a fixed
-seed), after an untimed warm-up of each arm. Prompt tokens computed are counted at the policy's calls. Greedy episodes must match token for token; sampled ones may part where a 1e-5 difference in the
-logits moves a draw across a boundary, which the artifact counts.
+seed), after an untimed warm-up of each arm. Prompt tokens computed are counted at the policy's calls. Greedy
+episodes must match token for token; sampled ones may part where a 1e-5 difference in the logits moves a draw
+across a boundary, which the artifact counts.
 
     python bench/episode_prefill.py                     # 16 held-out tasks, 2 repeats
     python bench/episode_prefill.py --tasks 60 --repeats 3

@@ -153,6 +153,10 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
     entropies: list[list[float]] = [[] for _ in range(total)]
     finished, looped = [False] * total, [False] * total
     active = torch.arange(total)  # decoding-batch row -> sample index, on the CPU (read every step)
+
+    def fed(sample: int) -> list[int]:  # what a sample's cache covers: its last sampled token never ran
+        return prompts[prompt_of[sample]] + tokens[sample][:-1]
+
     stops = torch.tensor(sorted(stop_token_ids), dtype=torch.long, device=device)
     for step in range(max_new_tokens):
         if not bool(torch.isfinite(logits).all()):
@@ -178,8 +182,7 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
         if bool(done.any()):  # drop finished rows so later steps cost only what is still running
             if prefixes is not None:
                 ended_rows = done.nonzero().squeeze(1).tolist()
-                _keep(prefixes, cache, mask, ended_rows, [prompts[prompt_of[i]] + tokens[i][:-1]
-                                                          for i in active[ended_rows].tolist()])
+                _keep(prefixes, cache, mask, ended_rows, [fed(i) for i in active[ended_rows].tolist()])
             keep = (~done).nonzero().squeeze(1)
             cache.batch_select_indices(keep)
             mask, next_position, token, active = mask[keep], next_position[keep], token[keep], active[keep.cpu()]
@@ -189,8 +192,7 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
         logits = out.logits[:, -1]
         next_position = next_position + 1
     if prefixes is not None:
-        _keep(prefixes, cache, mask, list(range(len(active))), [prompts[prompt_of[i]] + tokens[i][:-1]
-                                                               for i in active.tolist()])
+        _keep(prefixes, cache, mask, list(range(len(active))), [fed(i) for i in active.tolist()])
     completions = [Completion(tokens[i], logps[i], finished[i], entropies[i], looped[i]) for i in range(total)]
     starts = [0, *itertools.accumulate(sizes)]
     return [completions[starts[p]:starts[p + 1]] for p in range(len(prompts))]
