@@ -123,12 +123,14 @@ def during_export(process: subprocess.Popen, run_dir: Path, rng: random.Random) 
 def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(tmp_path, whole_run):
     run_dir, rng = tmp_path / "killed", random.Random(20)
     command = _cli("run", *TINY, f"logging.runs_dir={tmp_path}", "logging.run_name=killed")
+    config = None
     for kill_point in (during_checkpoint_write, during_generation, during_update, at_random, during_export):
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
         kill_point(process, run_dir, rng)
         process.kill()  # SIGKILL; nothing if the run already ended
         process.wait()
+        config = config or (run_dir / "config.yaml").read_text()
         model = run_dir / "model"
         complete = all((model / name).is_file() for name in ("config.json", "model.safetensors", "tokenizer.json"))
         assert complete or not model.exists(), f"killed {kill_point.__name__}: a model directory with files missing"
@@ -136,7 +138,8 @@ def test_killed_and_resumed_run_ends_like_an_uninterrupted_one(tmp_path, whole_r
     finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, finished.stderr[-3000:]
 
-    assert _outcome(run_dir) == _outcome(whole_run[0])
+    assert _outcome(run_dir) == _outcome(whole_run[0])  # each step once, none lost, none repeated
+    assert (run_dir / "config.yaml").read_text() == config  # resuming keeps the run's config as written
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000005", "step_000006"]
     assert not (run_dir / "model.partial").exists()
 
