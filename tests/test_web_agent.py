@@ -198,7 +198,7 @@ def test_a_web_run_demonstrates_the_questions_no_episode_answered(tmp_path):
         "curriculum.families=[web_shop]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
         "eval.pass_k=[]", "filter.rewards=[{name: web_success}]", "control.tasks_per_step=2",
         "generate.group_size=3", "train.steps=2", "curriculum.hints.fraction=1.0",
-        "curriculum.hints.mode=demonstration", "logging.progress=false",
+        "curriculum.hints.mode=demonstration", "logging.progress=false", "model.lora=true", "model.lora_rank=8",
         f"logging.runs_dir={tmp_path}", "logging.run_name=demo"]))
     steps = [json.loads(line) for line in (tmp_path / "demo" / "metrics.jsonl").read_text().splitlines()
              if '"reward/mean"' in line]
