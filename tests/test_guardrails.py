@@ -1,6 +1,6 @@
 """Guardrails for self-evolution (guardrails.py): each signal on groups a collapsing run produces, scored by the
-families' real verifiers, and a real run that raises an alarm, prints it, lists it in its summary and report
-and keeps the guardrails' state across a resume."""
+families' real verifiers, and a real test-time run that raises an alarm, prints it, lists it in its summary and
+report and keeps the guardrails' state across a resume."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_a_ttrl_run_raises_the_label_alarm_prints_it_reports_it_and_resumes_with
         "train.steps=1", "control.tasks_per_step=2", "generate.group_size=4", "control.max_new_tokens=8",
         "eval.per_level=1", "eval.levels=[1]", "eval.max_new_tokens=8", "curriculum.families=[add]",
         "guardrails.min_label_accuracy=1.0", "guardrails.patience=1", f"logging.runs_dir={tmp_path}",
-        "logging.run_name=ttrl", "logging.progress=true"])
+        "logging.run_name=ttrl", "logging.progress=true", "model.lora=true", "model.lora_rank=8"])
     summary = train(config)
     run_dir = tmp_path / "ttrl"
     (row,) = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"guard/' in line]
@@ -101,6 +101,12 @@ def test_a_ttrl_run_raises_the_label_alarm_prints_it_reports_it_and_resumes_with
     assert "guardrail alarm at step 1: label accuracy" in err
     report = (run_dir / "report.html").read_text()
     assert "Guardrail alarms" in report and "label accuracy" in report
+    # trained on its evaluation prompts (test time), and said so everywhere its accuracy is reported
+    assert summary["heldout_kind"] == "test_time" and summary["heldout_tasks"] == 1
+    assert json.loads((run_dir / "summary.json").read_text())["heldout_kind"] == "test_time"
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert rows and all(row["heldout_kind"] == "test_time" for row in rows)
+    assert "Test-time (trained on the evaluation prompts" in report
     resumed = Trainer(load_config(run_dir / "config.yaml"), run_dir, resume=True)
     assert resumed.guardrails.alarms == summary["guardrail_alarms"]
     assert resume(run_dir, ["train.steps=2"])["steps"] == 2

@@ -7,7 +7,6 @@ afresh from the config (``heldout_tasks``), not against ``HeldOut``'s own indexe
 """
 
 import itertools
-import json
 import random
 from pathlib import Path
 
@@ -169,20 +168,3 @@ def test_test_time_and_self_play_sets_are_labelled():
     assert "trained on the evaluation prompts" in ttrl.label and plain.label == "held-out"
     assert all(not h.excludes(t) for h in (ttrl, spiral) for t in h.tasks)  # trained on: nothing left out
     assert all(plain.excludes(t) for t in plain.tasks)
-
-
-@pytest.mark.slow
-def test_a_test_time_run_says_so_in_its_summary_metrics_and_report(tmp_path, embedded_dir):
-    from autotelic.trainer import train
-
-    overrides = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=2", "control.max_new_tokens=8",
-                 "curriculum.families=[add]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=2",
-                 "eval.max_new_tokens=8", "logging.progress=false", f"logging.runs_dir={tmp_path}",
-                 "logging.run_name=ttrl"]
-    summary = train(load_config(RECIPES[0].parent / "ttrl.yaml", overrides))
-    run_dir = tmp_path / "ttrl"
-    assert summary["heldout_kind"] == "test_time" and summary["heldout_tasks"] == 2
-    assert json.loads((run_dir / "summary.json").read_text())["heldout_kind"] == "test_time"
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert rows and all(row["heldout_kind"] == "test_time" for row in rows)
-    assert "Test-time (trained on the evaluation prompts" in (run_dir / "report.html").read_text()
