@@ -18,6 +18,7 @@ from autotelic.checks import TrainingError
 from autotelic.run_state import new_run_dir
 from autotelic.trainer import Trainer
 from autotelic.types import Task
+from autotelic.win_rate import OPEN_PROMPTS
 
 pytestmark = pytest.mark.slow
 
@@ -266,12 +267,14 @@ RECIPES = sorted(r for r in RECIPE_DIR.glob("*.yaml") if r.stem not in RUN_ELSEW
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
 def test_every_recipe_runs_a_step(recipe, tmp_path):
     """Each shipped recipe, shrunk to one small step, runs end to end as written."""
+    instructions = tmp_path / "instructions.jsonl"  # a recipe measuring its win rate: 4 instructions, not 32
+    instructions.write_text("".join(json.dumps({"prompt": prompt}) + "\n" for prompt in OPEN_PROMPTS[:4]))
     shrink = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=2", "eval.per_level=1",
               "eval.levels=[1]", "eval.every=0", "filter.max_rounds=1",
               "logging.progress=false", "train.max_minutes=null", f"logging.runs_dir={tmp_path}", "logging.run_name=r",
               "model.lora=true", "model.lora_rank=8",  # LoRA: small checkpoints (full FT writes 1.6 GB each)
               "value.tasks=2", "value.iterations=1", "value.epochs=2",  # recipes with a VM-MCTS stage: keep it small
-              "eval.win_rate.max_new_tokens=8"]
+              "eval.win_rate.max_new_tokens=8", f"eval.win_rate.prompts={instructions}"]
     config = load_config(recipe, shrink)
     if config.eval.pass_k:  # pass@k from 2 samples a task instead of the recipe's (16 web episodes took a minute)
         config.eval.pass_k, config.eval.pass_samples = [1, 2], 2
@@ -289,3 +292,4 @@ def test_every_recipe_runs_a_step(recipe, tmp_path):
             config.model.path = "random:qwen2-tiny"  # run here on the tiny shape (test_backend checks the size's body)
     summary = Trainer(config, new_run_dir(config)).run()
     assert summary["steps"] == 1 and (tmp_path / "r" / "report.html").is_file()
+    assert not config.eval.win_rate.enabled or summary["win_rate"]["pairs"] == 4
