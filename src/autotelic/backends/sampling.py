@@ -139,7 +139,6 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
         used = {id(entry) for entry, _ in starts}
         prefixes.entries = [entry for entry in prefixes.entries if id(entry) not in used]
         prefixes.reused_tokens += sum(n for _, n in starts)
-        prefixes.prompt_tokens += sum(len(prompt) for prompt in prompts)
     rows = repeat_index(sizes).to(device)
     cache = out.past_key_values
     cache.batch_select_indices(rows)  # the prompt ran once; each sample gets its own copy of its cache
