@@ -1,5 +1,5 @@
 """Reward workers as Ray actors: scoring (verifiers, unit tests in each worker's sandbox, judge models)
-spread over a pool, behind the pipeline's ``score_all(groups)``.
+spread over a pool, behind the Filter stage's ``score_all(scorer, groups)``.
 
 Each actor builds the run's scorer from a picklable ``build`` (the trainer's ``build_scorer``), so a
 judge model loads once per actor and model-written code runs in that actor's own sandboxes. A reward
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from autotelic.dist.actors import ActorPool, PoolFront, split
-from autotelic.rollout.filter import group_rewards
+from autotelic.rollout.filter import group_rewards, score_all
 from autotelic.types import Group
 
 
@@ -43,3 +43,6 @@ class RayRewardPool(PoolFront):
     def score_all(self, groups: list[Group]) -> list[list[float] | str]:
         shares = [([groups[j] for j in share],) for share in split(len(groups), len(self.pool.actors))]
         return [result for results in self.pool.map("score", shares) for result in results]
+
+
+score_all.register(RayRewardPool, RayRewardPool.score_all)  # the whole batch at once, shared among the workers

@@ -16,6 +16,7 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import singledispatch
 from typing import Callable, Protocol, runtime_checkable
 
 from autotelic.algorithms import returns_to_go
@@ -114,12 +115,17 @@ def group_rewards(scorer: Scorer, group: Group) -> list[float] | str:
     return values
 
 
+@singledispatch
+def score_all(scorer: Scorer, groups: list[Group]) -> list[list[float] | str]:
+    """Each group's rewards, or what went wrong (``group_rewards``), one group after another; a scorer spread
+    over workers scores the whole list at once (``dist/rewards.py`` registers it)."""
+    return [group_rewards(scorer, group) for group in groups]
+
+
 def score_groups(groups: list[Group], scorer: Scorer) -> None:
-    """Fill every sample's reward; a raising reward drops the group, a nan one marks it unscorable. A scorer
-    with ``score_all`` (reward workers) scores the whole list at once."""
+    """Fill every sample's reward; a raising reward drops the group, a nan one marks it unscorable."""
     name = getattr(scorer, "__name__", type(scorer).__name__)
-    score_all = getattr(scorer, "score_all", None)
-    results = score_all(groups) if score_all is not None else [group_rewards(scorer, group) for group in groups]
+    results = score_all(scorer, groups)
     for group, values in zip(groups, results):
         if isinstance(values, str):
             log.warning("reward function %s failed on task %r: %s; group dropped", name, group.task.uid, values)
