@@ -92,17 +92,16 @@ def test_remote_samples_come_from_the_published_policy(cluster, engine):
 def test_a_killed_worker_is_replaced_and_the_run_completes(cluster, tmp_path):
     """A rollout actor killed during training is replaced, takes the current weights, redoes its share and
     the run finishes every step; the metrics count the restart."""
-    config = load_config(None, CONFIG + ["dist.rollout_workers=2", "dist.reward_workers=1", "train.steps=3",
+    config = load_config(None, CONFIG + TINY + ["dist.rollout_workers=2", "dist.reward_workers=1", "train.steps=3",
                                          "control.tasks_per_step=4",
                                          "generate.group_size=4", "train.checkpoint_every=3",
                                          f"logging.runs_dir={tmp_path}", "logging.run_name=run"])
     trainer = Trainer(config, new_run_dir(config))
     pool = trainer.pipeline.generator
 
-    def kill_during_the_second_step() -> None:
+    def kill_during_the_second_step() -> None:  # or just before it: the tiny model's steps take a fraction of a second
         while trainer.state.step < 1:
-            time.sleep(0.05)
-        time.sleep(0.5)
+            time.sleep(0.01)
         ray.kill(pool.actors[0])
 
     killer = threading.Thread(target=kill_during_the_second_step, daemon=True)
