@@ -90,8 +90,9 @@ def test_remote_samples_come_from_the_published_policy(cluster, engine):
 
 @pytest.mark.slow
 def test_a_killed_worker_is_replaced_and_the_run_completes(cluster, tmp_path):
-    """A rollout actor killed during training is replaced, takes the current weights, redoes its share and
-    the run finishes every step; the metrics count the restart."""
+    """A rollout actor killed during training (as its second step starts) is replaced, takes the current weights,
+    does the share it was sent, and the run finishes every step with all of its groups; the metrics count the
+    restart."""
     config = load_config(None, CONFIG + TINY + ["dist.rollout_workers=2", "dist.reward_workers=1", "train.steps=3",
                                          "control.tasks_per_step=4",
                                          "generate.group_size=4", "train.checkpoint_every=3",
