@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from autotelic.dist.actors import ActorPool, PoolFront, split
-from autotelic.rollout.filter import group_rewards, score_all
+from autotelic.rollout.filter import score_all
 from autotelic.types import Group
 
 
@@ -23,7 +23,7 @@ class _RewardActor:
         self.scorer = build(index)
 
     def score(self, groups: list[Group]) -> list[list[float] | str]:
-        return [group_rewards(self.scorer, group) for group in groups]
+        return score_all(self.scorer, groups)  # the run's own scorer, in this actor: group by group
 
 
 class RayRewardPool(PoolFront):
