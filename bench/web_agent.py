@@ -18,9 +18,9 @@ booking task to train on).
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
 trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), with
 ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
-trained as the recipe says otherwise), and with ``--demonstrations`` demonstrations_vs_without (guided rollouts:
-half of each step's tasks, a share decaying by 0.9 a step, are failed tasks again with one episode playing the
-task's scripted solution; against the recipe as shipped).
+trained as the recipe says otherwise), and with ``--demonstrations`` demonstrations_vs_without (the recipe's
+guided rollouts, where half of each step's tasks, a share decaying by 0.9 a step, are failed tasks again with one
+episode playing the task's scripted solution, against the recipe with them off).
 """
 
 from __future__ import annotations
@@ -39,9 +39,8 @@ RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "opagent-web.yaml"
 TRAINED = Arm("trained", (), RECIPE)
 # the hybrid reward's ablation (--success-only): the task's success check alone, no decision tree, milestones or judge
 SUCCESS_ONLY = Arm("success_only", ("filter.rewards=[{name: web_success}]",), RECIPE)
-# guided rollouts (--demonstrations): failed tasks come back with one episode playing their scripted solution
-DEMONSTRATIONS = Arm("demonstrations", ("curriculum.hints.fraction=0.5", "curriculum.hints.mode=demonstration"),
-                     RECIPE)
+# the guided rollouts' ablation (--demonstrations): no failed task comes back with its scripted solution played
+WITHOUT_DEMONSTRATIONS = Arm("without_demonstrations", ("curriculum.hints.fraction=0",), RECIPE)
 OPERATOR = Arm("trained", ("eval.agent=operator",), RECIPE)  # the same runs' settings, the operator agent
 
 
@@ -76,13 +75,14 @@ def main() -> None:
     parser.add_argument("--success-only", action="store_true",
                         help="also train the hybrid reward's ablation: the success check alone (same steps, samples)")
     parser.add_argument("--demonstrations", action="store_true",
-                        help="also train with guided rollouts by demonstration (same steps, samples)")
+                        help="also train the guided rollouts' ablation: no demonstrations (same steps, samples)")
     parser.add_argument("--no-operator", action="store_true",
                         help="skip the operator agent's evaluations (four roles a turn: the longest part after "
                              "training)")
     args = parser.parse_args()
     budget = budget_from(args)
-    arms = [TRAINED, *([SUCCESS_ONLY] if args.success_only else []), *([DEMONSTRATIONS] if args.demonstrations else [])]
+    arms = [TRAINED, *([SUCCESS_ONLY] if args.success_only else []),
+            *([WITHOUT_DEMONSTRATIONS] if args.demonstrations else [])]
     runs = run_arms(arms, budget, runs_dir_from(args, "web-agent"))
     hybrid = [run for run in runs if run.arm == TRAINED]
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
@@ -97,8 +97,8 @@ def main() -> None:
         ablation = [run for run in runs if run.arm == SUCCESS_ONLY]
         comparisons.append(compare("hybrid_vs_success_only", Measure(ablation), Measure(hybrid)))
     if args.demonstrations:
-        guided = [run for run in runs if run.arm == DEMONSTRATIONS]
-        comparisons.append(compare("demonstrations_vs_without", Measure(hybrid), Measure(guided)))
+        unguided = [run for run in runs if run.arm == WITHOUT_DEMONSTRATIONS]
+        comparisons.append(compare("demonstrations_vs_without", Measure(unguided), Measure(hybrid)))
     report("web_agent", runs, comparisons, budget, args.results_dir, extra)
 
 

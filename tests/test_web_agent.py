@@ -184,8 +184,9 @@ def test_held_out_episodes_are_scored_by_the_success_check(server):
 
 @pytest.mark.slow
 def test_a_web_run_demonstrates_the_questions_no_episode_answered(tmp_path):
-    """The recipe with guided rollouts by demonstration: the first step's failed questions come back in the
-    second, each group with one episode that plays the task's solution and earns the full success reward."""
+    """The recipe's guided rollouts by demonstration, with its hybrid reward: the first step's failed questions
+    (best reward at most the recipe's 0.9) come back in the second, each group with one episode that plays the
+    task's solution and solves it (the success check's 1 and more: milestones, the judge's grade)."""
     import json
 
     from pathlib import Path
@@ -196,14 +197,14 @@ def test_a_web_run_demonstrates_the_questions_no_episode_answered(tmp_path):
     recipe = Path(__file__).resolve().parent.parent / "recipes" / "opagent-web.yaml"
     train(load_config(recipe, [
         "curriculum.families=[web_shop]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
-        "eval.pass_k=[]", "filter.rewards=[{name: web_success}]", "control.tasks_per_step=2",
-        "generate.group_size=3", "train.steps=2", "curriculum.hints.fraction=1.0",
-        "curriculum.hints.mode=demonstration", "logging.progress=false", "model.lora=true", "model.lora_rank=8",
+        "eval.pass_k=[]", "control.tasks_per_step=2",
+        "generate.group_size=3", "train.steps=2", "curriculum.hints.fraction=1.0", "logging.progress=false",
+        "model.lora=true", "model.lora_rank=8",
         f"logging.runs_dir={tmp_path}", "logging.run_name=demo"]))
     steps = [json.loads(line) for line in (tmp_path / "demo" / "metrics.jsonl").read_text().splitlines()
              if '"reward/mean"' in line]
     assert steps[0]["hint/made"] >= 1 and "hint/demonstration_reward" not in steps[0]
-    assert steps[1]["hint/demonstration_reward"] == 1.0
+    assert steps[1]["hint/demonstration_reward"] > 1.0
     rollouts = [json.loads(line) for line in (tmp_path / "demo" / "rollouts.jsonl").read_text().splitlines()]
     shown = [r for r in rollouts if r.get("demonstration")]  # the log tells the played episodes apart
-    assert shown and all(r["step"] == 2 and r["reward"] == 1.0 for r in shown)
+    assert shown and all(r["step"] == 2 and r["reward"] > 1.0 for r in shown)
