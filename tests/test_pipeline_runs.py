@@ -260,8 +260,18 @@ RUN_ELSEWHERE = {
     "spiral": "test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume",
     "guess-number": "test_reinforce_pp_baseline_on_multi_turn_episodes_with_the_environment_return",
     "eva": "test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and_resumes",
+    "opagent-web": "test_web_agent.py::test_the_web_recipe_demonstrates_the_questions_no_episode_answered",
 }
 RECIPES = sorted(r for r in RECIPE_DIR.glob("*.yaml") if r.stem not in RUN_ELSEWHERE)
+
+
+def test_each_recipe_run_elsewhere_names_a_test_that_loads_it():
+    for stem, where in RUN_ELSEWHERE.items():
+        module, _, name = where.rpartition("::")
+        source = (Path(__file__).parent / (module or "test_pipeline_runs.py")).read_text()
+        body = source[source.index(f"def {name}("):].split("\n@", 1)[0].split("\ndef ", 1)[0]
+        loads = f"{stem}.yaml" in body or f'recipe="{stem}"' in body  # the file, or this module's _run(recipe=)
+        assert (RECIPE_DIR / f"{stem}.yaml").is_file() and loads, stem
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
