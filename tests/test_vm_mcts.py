@@ -4,13 +4,13 @@ value stage feeds `autotelic eval`."""
 
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from autotelic.backends.hf import HFPolicy
+from autotelic.cli import app
 from autotelic.config import ModelConfig, SearchConfig
 from autotelic.evaluation import Decoding, evaluate
 from autotelic.loading import load_config
@@ -139,19 +139,16 @@ def test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it(tmp_path
     for strategy in ("best_of_n", "vm_mcts"):
         records = [json.loads(line) for line in (run_dir / f"eval_after_{strategy}.jsonl").read_text().splitlines()]
         assert len(records) == summary["heldout_tasks"]
+    cli = CliRunner()  # the command line in this process: the same code, without an interpreter's start each
     out = tmp_path / "vm"  # the same stage from the command line, for any run or model directory
-    made = subprocess.run([sys.executable, "-m", "autotelic.cli", "value", str(run_dir), "--out", str(out),
-                           "value.tasks=1", "value.iterations=1", "value.epochs=2"],
-                          capture_output=True, text=True, timeout=600)
-    assert made.returncode == 0, made.stderr[-2000:]
+    made = cli.invoke(app, ["value", str(run_dir), "--out", str(out), "value.tasks=1", "value.iterations=1",
+                            "value.epochs=2"])
+    assert made.exit_code == 0, made.output[-2000:]
     assert json.loads(made.stdout)["value/examples"] == len((out / "value_data.jsonl").read_text().splitlines())
-    done = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir), "eval.decoding=vm_mcts",
-                           f"eval.value_model={out}"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = cli.invoke(app, ["eval", str(run_dir), "eval.decoding=vm_mcts", f"eval.value_model={out}"])
+    assert done.exit_code == 0, done.output[-2000:]
     assert json.loads(done.stdout)["decoding"] == "vm_mcts"
-    own = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir), "eval.decoding=best_of_n"],
-                         capture_output=True, text=True, timeout=600)  # the run's own value model by default
-    assert own.returncode == 0, own.stderr[-2000:]
-    missing = subprocess.run([sys.executable, "-m", "autotelic.cli", "eval", str(run_dir / "model"),
-                              "eval.decoding=vm_mcts"], capture_output=True, text=True, timeout=600)
-    assert missing.returncode == 2 and "needs a value model" in missing.stderr
+    own = cli.invoke(app, ["eval", str(run_dir), "eval.decoding=best_of_n"])  # the run's own value model by default
+    assert own.exit_code == 0, own.output[-2000:]
+    missing = cli.invoke(app, ["eval", str(run_dir / "model"), "eval.decoding=vm_mcts"])
+    assert missing.exit_code == 2 and "needs a value model" in missing.stderr
