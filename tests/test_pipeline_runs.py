@@ -5,6 +5,7 @@ it logs (rounds of dynamic sampling, masked tree prefixes, replayed groups, pref
 """
 
 import importlib.util
+import inspect
 import json
 from pathlib import Path
 
@@ -268,8 +269,8 @@ RECIPES = sorted(r for r in RECIPE_DIR.glob("*.yaml") if r.stem not in RUN_ELSEW
 def test_each_recipe_run_elsewhere_names_a_test_that_loads_it():
     for stem, where in RUN_ELSEWHERE.items():
         module, _, name = where.rpartition("::")
-        source = (Path(__file__).parent / (module or "test_pipeline_runs.py")).read_text()
-        body = source[source.index(f"def {name}("):].split("\n@", 1)[0].split("\ndef ", 1)[0]
+        test = getattr(importlib.import_module(module.removesuffix(".py")), name) if module else globals()[name]
+        body = inspect.getsource(test)
         loads = f"{stem}.yaml" in body or f'recipe="{stem}"' in body  # the file, or this module's _run(recipe=)
         assert (RECIPE_DIR / f"{stem}.yaml").is_file() and loads, stem
 
