@@ -169,8 +169,11 @@ def _start(command: list[str], log: Path, core: int | None) -> subprocess.Popen:
 
 
 def provenance(command: list[str]) -> dict[str, Any]:
-    """What a run's records depend on: its command (less the interpreter's path) and the code it ran."""
-    return {"command": command[1:], "code": artifacts.code_trees()}
+    """What a run's records depend on: its command (less the interpreter's path, and with the checkout's own
+    files, such as the recipe, named from the checkout's root: a worktree elsewhere runs the same command) and the
+    code it ran."""
+    inside = f"{artifacts.REPO}{os.sep}"
+    return {"command": [arg.removeprefix(inside) for arg in command[1:]], "code": artifacts.code_trees()}
 
 
 def finished_earlier(run_dir: Path, command: list[str]) -> bool:

@@ -69,3 +69,20 @@ def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_bin
     (comparison,) = json.loads(newer.read_text())["comparisons"]  # seeds pooled: the interval widens by their spread
     lo, hi = comparison["ci95"]
     assert comparison["seeds"] == 2 and lo <= comparison["gain_points"] <= hi
+
+
+def test_a_runs_provenance_names_the_checkouts_files_from_its_root(monkeypatch):
+    """--reuse compares provenances: a recipe read from a worktree elsewhere is the same command."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import runs
+
+    def command(checkout: Path) -> list[str]:
+        return [sys.executable, "-m", "autotelic.cli", "run", "--config", str(checkout / "recipes" / "opagent-web.yaml"),
+                "train.seed=0", "logging.runs_dir=/elsewhere/runs"]
+
+    here = runs.provenance(command(runs.artifacts.REPO))["command"]
+    assert here == ["-m", "autotelic.cli", "run", "--config", "recipes/opagent-web.yaml", "train.seed=0",
+                    "logging.runs_dir=/elsewhere/runs"]
+    monkeypatch.setattr(runs.artifacts, "REPO", Path("/tmp/a-worktree"))
+    monkeypatch.setattr(runs.artifacts, "code_trees", lambda: None)  # git reads the real checkout only
+    assert runs.provenance(command(Path("/tmp/a-worktree")))["command"] == here
