@@ -6,7 +6,10 @@ set); the strategy arm adds one option:
                  answers as worked examples before half of each step's questions;
 - stop_repeats:  early stop inside a trajectory (``control.stop_repeats=4``): a sample ends once it loops;
 - tree:          tree rollouts with two levels of branch points (``generate.mode=tree tree.depth=2``) from
-                 4 roots a task (``TREE``: 8 samples a task at most, as the baseline's 8 independent ones).
+                 4 roots a task (``TREE``: 8 samples a task at most, as the baseline's 8 independent ones);
+- demonstrations: guided rollouts by demonstration (``curriculum.hints``: LUFFY's off-policy guidance): a task
+                 whose whole group failed comes back with its answer as one of its 8 samples, half of each
+                 step's tasks at first, a share that shrinks by a tenth every step.
 Budgets bind the same way: ``--steps`` updates per arm and seed, at most the baseline's completion tokens and
 samples per step (``control.max_tokens_per_step``, ``max_samples_per_step``: tasks_per_step x group_size x
 max_new_tokens, and tasks_per_step x group_size), ``--max-minutes`` a safety net flagged if it binds;
@@ -16,6 +19,7 @@ Prints a row per arm and seed, writes bench/results/strategies-*.json, and last 
 
     python bench/strategies.py --strategies memory --steps 30 --parallel
     python bench/strategies.py --strategies memory stop_repeats tree --steps 20 --seeds 3 --parallel
+    python bench/strategies.py --strategies demonstrations --steps 20 --seeds 5 --heldout 200 --parallel
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ STRATEGIES: dict[str, tuple[str, ...]] = {
     "memory": ("curriculum.memory.fraction=0.5",),
     "stop_repeats": ("control.stop_repeats=4",),
     "tree": TREE,
+    "demonstrations": ("curriculum.hints.fraction=0.5", "curriculum.hints.mode=demonstration",
+                       "curriculum.hints.column=answer"),
 }
 
 

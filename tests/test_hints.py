@@ -91,12 +91,15 @@ def test_failed_episodes_come_back_unchanged_for_one_episode_to_demonstrate():
     assert metrics["hint/made"] == 0  # a demonstrated group is not queued again
 
 
-def test_demonstrations_need_episodes():
+def test_demonstrations_need_samples_or_episodes():
     from autotelic.checks import TrainingError, check_run
     from autotelic.loading import load_config
 
-    config = load_config(None, ["curriculum.hints.fraction=0.5", "curriculum.hints.mode=demonstration"])
-    with pytest.raises(TrainingError, match="curriculum.hints.mode=demonstration .* needs generate.mode=episode"):
+    guided = ["curriculum.hints.fraction=0.5", "curriculum.hints.mode=demonstration"]
+    check_run(load_config(None, [*guided, "curriculum.hints.column=answer"]))  # the default recipe's sample mode
+    config = load_config(None, [*guided, "generate.mode=tree"])
+    with pytest.raises(TrainingError, match="curriculum.hints.mode=demonstration .* needs generate.mode=sample or "
+                                            "episode, not tree"):
         check_run(config)
     with pytest.raises(Exception, match="curriculum.hints.mode must be one of prompt, demonstration"):
         check_run(load_config(None, ["curriculum.hints.mode=replay"]))
@@ -134,3 +137,32 @@ def test_a_run_retries_failed_tasks_from_their_solutions_start(tmp_path):
     hints = {r["prompt"] + "\n\nHint: a solution starts like this:\n" + r["solution"].splitlines()[0] for r in rows}
     assert all(r["prompt"] in hints for r in with_hints)  # the first line of the solution, after the question
     assert "hint/reward_mean" in steps[1]
+
+
+@pytest.mark.slow
+def test_a_demonstrated_task_gets_its_answer_as_the_last_sample_with_the_policys_logprobs(embedded_dir):
+    """mode=demonstration in sample mode: a failed task comes back with its reference (``column=answer``: the
+    task's own answer) as one of its group's samples, scored and trained like the others."""
+    import random
+
+    import torch
+
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+    from autotelic.curricula.hints import demonstrated, reference_of
+    from autotelic.rollout.filter import verifier_reward
+    from autotelic.rollout.generate import PolicySampler
+    from autotelic.tasks import get_family
+
+    policy = HFPolicy(ModelConfig(path=str(embedded_dir)), seed=0)
+    plain = get_family("successor").generate(random.Random(0), 1)
+    task = demonstrated(plain, reference_of(plain, "answer"))
+    groups = PolicySampler(policy, temperature=0.7).generate([plain, task], 4, 12)
+    assert [len(g.samples) for g in groups] == [4, 4]  # the demonstration is one of the group's samples
+    shown = groups[1].samples[-1]
+    assert shown.info == {"demonstration": True} and shown.text == plain.answer and shown.finished
+    assert not any(s.info.get("demonstration") for g in groups for s in g.samples[:-1] + groups[0].samples)
+    assert verifier_reward(task, shown.text) == 1.0
+    expected, _ = policy.completion_logprobs([groups[1].prompt_ids], [shown.token_ids], 1, 0.7)
+    assert torch.allclose(torch.tensor(shown.logprobs), expected[0, :len(shown.token_ids)], atol=1e-4)
+    assert all(lp < 0 for lp in shown.logprobs)

@@ -195,9 +195,10 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     problems += [f"unknown decoding '{d}' in value.decodings; valid: {', '.join(DECODINGS)}"
                  for d in config.value.decodings if d not in DECODINGS]
     hints = config.curriculum.hints
-    if hints.fraction and hints.mode == "demonstration" and config.generate.mode != "episode":
-        problems.append(f"curriculum.hints.mode=demonstration plays the reference as an episode's turns, so it needs "
-                        f"generate.mode=episode, not {config.generate.mode}: use curriculum.hints.mode=prompt")
+    if hints.fraction and hints.mode == "demonstration" and config.generate.mode not in ("sample", "episode"):
+        problems.append(f"curriculum.hints.mode=demonstration puts the reference in a group as one of its samples or "
+                        f"episodes, so it needs generate.mode=sample or episode, not {config.generate.mode}: use "
+                        f"curriculum.hints.mode=prompt")
     problems += turn_credit_problems(config, spec, mode)
     problems += mode.problems(config, spec)
     if problems:

@@ -99,7 +99,8 @@ class HintConfig:
     fraction: float = 0.0
     """Share of each step's tasks served with hints at the first step (0 disables); it decays by ``decay``."""
     column: str = "solution"
-    """The data column holding each task's reference solution."""
+    """The data column holding each task's reference solution; ``answer``: the task's own answer (any family
+    with one, e.g. the default recipe's numbers)."""
     share: float = 0.5
     """Part of the reference given as the hint: its first lines (or words, for one line)."""
     decay: float = 0.9
@@ -107,9 +108,10 @@ class HintConfig:
     max_reward: float = 0.0
     """A group whose best reward is at most this gets a hinted retry."""
     mode: str = "prompt"
-    """"prompt": the first ``share`` of the reference is written into the question; "demonstration" (episodes):
-    the question comes back unchanged and one episode of its group plays the whole reference, a line a turn, as
-    actions trained like the policy's own (for actions the policy never samples, e.g. a web agent's answer)."""
+    """"prompt": the first ``share`` of the reference is written into the question; "demonstration": the question
+    comes back unchanged and one sample of its group is the whole reference (in episodes: played a line a turn, as
+    actions), trained like the policy's own (for what the policy never samples, e.g. a web agent's answer or the
+    bare number a strict verifier asks for)."""
 
     def problems(self, key: str) -> list[str]:
         return [*rule(self.mode in HINT_MODES, f"{key}.mode", self.mode, f"be one of {', '.join(HINT_MODES)}"),

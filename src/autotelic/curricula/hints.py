@@ -10,11 +10,12 @@ rollouts. The hint is part of the prompt, never trained on, and the response is 
 any other (a hint in the response would put its numbers before the answer a first-number check reads); the
 base curriculum observes only the unhinted groups.
 
-``mode="demonstration"`` guides multi-turn episodes from outside the policy's samples instead (LUFFY's
-off-policy guidance, for an action the policy never samples, such as a web agent's ``answer``): the failed task
-comes back unchanged, and one episode of its group plays the whole reference, one action (line) a turn, in
-place of sampled turns (``EpisodeSampler``). Its actions are trained like the policy's own, from their log-probs
-under the policy, so the group's rewards differ and the demonstrated actions get the advantage they earned.
+``mode="demonstration"`` guides from outside the policy's samples instead (LUFFY's off-policy guidance, for
+what the policy never samples, such as a web agent's ``answer`` or the bare number a strict verifier asks for):
+the failed task comes back unchanged, and one sample of its group is the whole reference (``PolicySampler``), or
+in episodes plays it, one action (line) a turn, in place of sampled turns (``EpisodeSampler``). It is trained
+like the policy's own samples, from its log-probs under the policy, so the group's rewards differ and the
+demonstration gets the advantage it earned.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def demonstrated(task: Task, reference: str) -> Task:
 
 
 def reference_of(task: Task, column: str) -> str | None:
-    value = task.meta.get("columns", {}).get(column)
+    value = task.answer if column == "answer" else task.meta.get("columns", {}).get(column)
     return value if isinstance(value, str) and value.strip() else None
 
 

@@ -67,11 +67,26 @@ class PolicySampler:
         if not tasks:
             return [], []
         prompts = [self.policy.encode_prompt(task.chat, task.response_prefix) for task in tasks]
-        outputs = self.policy.generate(prompts, sizes_per_task(sizes, len(tasks)), max_new_tokens, self.temperature,
-                                       self.top_p, greedy=self.greedy)
+        sizes = sizes_per_task(sizes, len(tasks))
+        demonstrated = [bool(task.meta.get("demonstration")) and size > 1 for task, size in zip(tasks, sizes)]
+        outputs = self.policy.generate(prompts, [size - shown for size, shown in zip(sizes, demonstrated)],
+                                       max_new_tokens, self.temperature, self.top_p, greedy=self.greedy)
         groups = [Group(task=task, prompt_ids=prompt, samples=[_sample(self.policy, c) for c in completions])
                   for task, prompt, completions in zip(tasks, prompts, outputs)]
+        guided = [group for group, shown in zip(groups, demonstrated) if shown]
+        played = [(group.prompt_ids, self._demonstration(group.task)) for group in guided]
+        if played:
+            own_logprobs(self.policy, played, self.temperature)
+        for group, (_, sample) in zip(guided, played):
+            group.samples.append(sample)  # last: the completions behind the sampled ones keep their indices
         return groups, outputs
+
+    def _demonstration(self, task: Task) -> Sample:
+        """The group's last sample: the task's reference as the reply (guided rollouts, ``curricula/hints.py``);
+        its log-probs are the policy's, filled in by ``own_logprobs``."""
+        token_ids = self.policy.encode_completion("\n".join(task.meta["demonstration"]))
+        return Sample(text=self.policy.decode(token_ids), token_ids=token_ids, logprobs=[0.0] * len(token_ids),
+                      finished=True, policy_version=self.policy.version, info={"demonstration": True})
 
 
 def branch_point(entropies: list[float]) -> int | None:
