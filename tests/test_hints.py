@@ -166,3 +166,6 @@ def test_a_demonstrated_task_gets_its_answer_as_the_last_sample_with_the_policys
     expected, _ = policy.completion_logprobs([groups[1].prompt_ids], [shown.token_ids], 1, 0.7)
     assert torch.allclose(torch.tensor(shown.logprobs), expected[0, :len(shown.token_ids)], atol=1e-4)
     assert all(lp < 0 for lp in shown.logprobs)
+    long = demonstrated(plain, "1 2 3 4 5 6 7 8 9 10 11 12 13 14")
+    cut = PolicySampler(policy, temperature=0.7).generate([long], 2, 6)[0].samples[-1]
+    assert len(cut.token_ids) == 6 and not cut.finished  # cut at the cap, as a sampled reply would be

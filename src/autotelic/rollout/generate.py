@@ -74,19 +74,22 @@ class PolicySampler:
         groups = [Group(task=task, prompt_ids=prompt, samples=[_sample(self.policy, c) for c in completions])
                   for task, prompt, completions in zip(tasks, prompts, outputs)]
         guided = [group for group, shown in zip(groups, demonstrated) if shown]
-        played = [(group.prompt_ids, self._demonstration(group.task)) for group in guided]
+        played = [(group.prompt_ids, self._demonstration(group.task, max_new_tokens)) for group in guided]
         if played:
             own_logprobs(self.policy, played, self.temperature)
         for group, (_, sample) in zip(guided, played):
             group.samples.append(sample)  # last: the completions behind the sampled ones keep their indices
         return groups, outputs
 
-    def _demonstration(self, task: Task) -> Sample:
-        """The group's last sample: the task's reference as the reply (guided rollouts, ``curricula/hints.py``);
-        its log-probs are the policy's, filled in by ``own_logprobs``."""
-        token_ids = self.policy.encode_completion("\n".join(task.meta["demonstration"]))
+    def _demonstration(self, task: Task, max_new_tokens: int) -> Sample:
+        """The group's last sample: the task's reference as the reply (guided rollouts, ``curricula/hints.py``),
+        cut at the length cap as a sampled reply would be; its log-probs are the policy's, filled in by
+        ``own_logprobs``."""
+        whole = self.policy.encode_completion("\n".join(task.meta["demonstration"]))
+        token_ids = whole[:max_new_tokens]
         return Sample(text=self.policy.decode(token_ids), token_ids=token_ids, logprobs=[0.0] * len(token_ids),
-                      finished=True, policy_version=self.policy.version, info={"demonstration": True})
+                      finished=len(token_ids) == len(whole), policy_version=self.policy.version,
+                      info={"demonstration": True})
 
 
 def branch_point(entropies: list[float]) -> int | None:
