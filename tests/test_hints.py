@@ -161,7 +161,7 @@ def test_a_demonstrated_task_gets_its_answer_as_the_last_sample_with_the_policys
     assert [len(g.samples) for g in groups] == [4, 4]  # the demonstration is one of the group's samples
     shown = groups[1].samples[-1]
     assert shown.info == {"demonstration": True} and shown.text == plain.answer and shown.finished
-    assert not any(s.info.get("demonstration") for g in groups for s in g.samples[:-1] + groups[0].samples)
+    assert not any(s.info.get("demonstration") for s in groups[0].samples + groups[1].samples[:-1])
     assert verifier_reward(task, shown.text) == 1.0
     expected, _ = policy.completion_logprobs([groups[1].prompt_ids], [shown.token_ids], 1, 0.7)
     assert torch.allclose(torch.tensor(shown.logprobs), expected[0, :len(shown.token_ids)], atol=1e-4)
