@@ -9,7 +9,9 @@ set); the strategy arm adds one option:
                  4 roots a task (``TREE``: 8 samples a task at most, as the baseline's 8 independent ones);
 - demonstrations: guided rollouts by demonstration (``curriculum.hints``: LUFFY's off-policy guidance): a task
                  whose whole group failed comes back with its answer as one of its 8 samples, half of each
-                 step's tasks at first, a share that shrinks by a tenth every step.
+                 step's tasks at first, a share that shrinks by a tenth every step;
+- stuck_demonstrations: the same, only for the families stuck at zero (``curriculum.hints.stuck_window=8``: none of
+                 the family's last 8 unguided groups solved, about four steps of its groups).
 Budgets bind the same way: ``--steps`` updates per arm and seed, at most the baseline's completion tokens and
 samples per step (``control.max_tokens_per_step``, ``max_samples_per_step``: tasks_per_step x group_size x
 max_new_tokens, and tasks_per_step x group_size), ``--max-minutes`` a safety net flagged if it binds;
@@ -20,6 +22,7 @@ Prints a row per arm and seed, writes bench/results/strategies-*.json, and last 
     python bench/strategies.py --strategies memory --steps 30 --parallel
     python bench/strategies.py --strategies memory stop_repeats tree --steps 20 --seeds 3 --parallel
     python bench/strategies.py --strategies demonstrations --steps 20 --seeds 5 --heldout 200 --parallel
+    python bench/strategies.py --strategies stuck_demonstrations --steps 20 --seeds 5 --heldout 200 --parallel
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ STRATEGIES: dict[str, tuple[str, ...]] = {
     "demonstrations": ("curriculum.hints.fraction=0.5", "curriculum.hints.mode=demonstration",
                        "curriculum.hints.column=answer"),
 }
+STRATEGIES["stuck_demonstrations"] = (*STRATEGIES["demonstrations"], "curriculum.hints.stuck_window=8")
 
 
 def main() -> None:

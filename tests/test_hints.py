@@ -91,6 +91,29 @@ def test_failed_episodes_come_back_unchanged_for_one_episode_to_demonstrate():
     assert metrics["hint/made"] == 0  # a demonstrated group is not queued again
 
 
+def test_with_a_stuck_window_only_families_stuck_at_zero_are_guided():
+    """stuck_window=2: a family is guided while neither of its last 2 unguided groups was solved; once one is,
+    its failed tasks stay unguided and its queued retries are dropped, until 2 more failures make it stuck again."""
+    def task(family: str, uid: str) -> Task:
+        return Task(f"prompt {uid}", "77", family, 1, uid)
+
+    succ, add = task("successor", "s"), task("add", "a")
+    hints = HintCurriculum(Fixed([succ, add]), column="answer", fraction=1.0, mode="demonstration",
+                           stuck_window=2, queue=deque())
+    metrics = hints.observe([_group(succ, [0.0, 0.0]), _group(add, [0.0, 0.0])])
+    assert metrics["hint/made"] == 2 and metrics["hint/stuck_families"] == 2
+    metrics = hints.observe([_group(add, [1.0, 0.0]), _group(succ, [0.0, 0.0])])
+    assert metrics["hint/stuck_families"] == 1 and metrics["hint/made"] == 1  # successor's retry only
+    assert [t.uid for t in hints.queue] == ["s#demonstrated", "s#demonstrated"]  # add's earlier retry dropped
+    assert hints.observe([_group(add, [0.0, 0.0])])["hint/made"] == 0  # add's solved group is still in its window
+    restored = HintCurriculum(Fixed([succ, add]), column="answer", fraction=1.0, mode="demonstration",
+                              stuck_window=2, queue=deque())
+    restored.load_state_dict(hints.state_dict())
+    for guided in (hints, restored):  # a second failure pushes the solved group out of add's window of 2
+        assert guided.observe([_group(add, [0.0, 0.0])])["hint/made"] == 1
+        assert guided.solved["add"] == deque([False, False])
+
+
 def test_demonstrations_need_samples_or_episodes():
     from autotelic.checks import TrainingError, check_run
     from autotelic.loading import load_config

@@ -83,7 +83,7 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
     if cur.hints.fraction > 0:
         hints = cur.hints
         curriculum = HintCurriculum(curriculum, hints.column, hints.fraction, hints.share, hints.decay,
-                                    hints.max_reward, hints.mode)
+                                    hints.max_reward, hints.mode, hints.stuck_window)
     if cur.memory.fraction > 0:
         memory = cur.memory
         curriculum = MemoryCurriculum(curriculum, memory.fraction, memory.examples, memory.min_reward,

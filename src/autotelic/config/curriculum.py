@@ -113,8 +113,14 @@ class HintConfig:
     actions), trained like the policy's own (for what the policy never samples, e.g. a web agent's answer or the
     bare number a strict verifier asks for)."""
 
+    stuck_window: int = 0
+    """0: every failed task is guided; N: only the tasks of a family none of whose last N unguided groups had a
+    reward above ``max_reward`` (stuck at zero: a family the policy solves at times learns from its own samples,
+    and its queued retries are dropped)."""
+
     def problems(self, key: str) -> list[str]:
         return [*rule(self.mode in HINT_MODES, f"{key}.mode", self.mode, f"be one of {', '.join(HINT_MODES)}"),
+                *count(f"{key}.stuck_window", self.stuck_window, 0),
                 *fraction(f"{key}.fraction", self.fraction), *filled(f"{key}.column", self.column),
                 *fraction(f"{key}.share", self.share, open_low=True, open_high=True),
                 *fraction(f"{key}.decay", self.decay, open_low=True), *finite(f"{key}.max_reward", self.max_reward)]

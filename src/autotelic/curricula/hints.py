@@ -16,6 +16,10 @@ the failed task comes back unchanged, and one sample of its group is the whole r
 in episodes plays it, one action (line) a turn, in place of sampled turns (``EpisodeSampler``). It is trained
 like the policy's own samples, from its log-probs under the policy, so the group's rewards differ and the
 demonstration gets the advantage it earned.
+
+``stuck_window`` keeps guidance for the families the policy never solves: a task is guided only while none of
+its family's last ``stuck_window`` unguided groups was solved. Once the policy's own samples sometimes succeed,
+its groups already differ, and a reference in place of a sample would only pull the family off-policy.
 """
 
 from __future__ import annotations
@@ -66,17 +70,25 @@ class HintCurriculum(DerivedTaskQueue):
     max_reward: float = 0.0
     mode: str = "prompt"
     """"prompt": the hint is written into the question; "demonstration": one episode plays the reference."""
+    stuck_window: int = 0
+    """0: any failed task is guided; N: only while none of its family's last N unguided groups was solved."""
     capacity: int = 256
     queue: deque[Task] = field(default_factory=deque)
     served: int = 0
+    solved: dict[str, deque[bool]] = field(default_factory=dict)
+    """Per family, whether each of its last ``stuck_window`` unguided groups was solved (newest last)."""
 
     def observe(self, groups: list[Group]) -> dict[str, float]:
         original = [g for g in groups if not g.task.meta.get("hinted")]
         metrics = self.base.observe(original)
+        if self.stuck_window:
+            self._remember(original)
+            metrics["hint/stuck_families"] = float(sum(not any(flags) for flags in self.solved.values()))
         made = 0
         for group in original:
             reference = reference_of(group.task, self.column)
-            if reference is None or not group.samples or max(group.rewards) > self.max_reward:
+            if (reference is None or not group.samples or max(group.rewards) > self.max_reward
+                    or not self._stuck(group.task.family)):
                 continue
             retry = self._retry(group.task, reference)
             if retry is not None:
@@ -94,6 +106,17 @@ class HintCurriculum(DerivedTaskQueue):
         self.fraction *= self.decay
         return metrics
 
+    def _remember(self, groups: list[Group]) -> None:
+        """Record which groups were solved, and drop the queued retries of families that no longer need them."""
+        for group in groups:
+            if group.samples:
+                flags = self.solved.setdefault(group.task.family, deque(maxlen=self.stuck_window))
+                flags.append(max(group.rewards) > self.max_reward)
+        self.queue = deque((task for task in self.queue if self._stuck(task.family)), maxlen=self.capacity)
+
+    def _stuck(self, family: str) -> bool:
+        return not self.stuck_window or not any(self.solved.get(family, ()))
+
     def _retry(self, task: Task, reference: str) -> Task | None:
         """The failed task again, with its reference to play or the start of it as a hint (none if too short)."""
         if self.mode == "demonstration":
@@ -102,8 +125,12 @@ class HintCurriculum(DerivedTaskQueue):
         return hinted(task, hint) if hint else None
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.queue_state(), "fraction": self.fraction}
+        return {**self.queue_state(), "fraction": self.fraction,
+                "solved": {family: list(flags) for family, flags in self.solved.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.load_queue_state(state)
         self.fraction = state["fraction"]
+        # checkpoints written before stuck_window carry no record: every family then starts stuck, as a new run
+        self.solved = {family: deque(flags, maxlen=self.stuck_window)
+                       for family, flags in state.get("solved", {}).items()}
