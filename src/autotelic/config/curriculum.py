@@ -112,7 +112,6 @@ class HintConfig:
     comes back unchanged and one sample of its group is the whole reference (in episodes: played a line a turn, as
     actions), trained like the policy's own (for what the policy never samples, e.g. a web agent's answer or the
     bare number a strict verifier asks for)."""
-
     stuck_window: int = 0
     """0: every failed task is guided; N: only the tasks of a family none of whose last N unguided groups had a
     reward above ``max_reward`` (stuck at zero: a family the policy solves at times learns from its own samples,
