@@ -126,6 +126,8 @@ def test_demonstrations_need_samples_or_episodes():
         check_run(config)
     with pytest.raises(Exception, match="curriculum.hints.mode must be one of prompt, demonstration"):
         check_run(load_config(None, ["curriculum.hints.mode=replay"]))
+    with pytest.raises(Exception, match="curriculum.hints.stuck_window must be 0 or more, got -1"):
+        check_run(load_config(None, ["curriculum.hints.stuck_window=-1"]))
 
 
 def test_a_chat_prompt_gets_the_hint_in_its_last_user_message():
