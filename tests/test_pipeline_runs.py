@@ -32,6 +32,13 @@ SMALL = [
 ]
 
 
+def _instructions(tmp_path: Path) -> Path:
+    """4 of the shipped open instructions, for a run measuring its win rate: 32 pairs to judge took a minute."""
+    instructions = tmp_path / "instructions.jsonl"
+    instructions.write_text("".join(json.dumps({"prompt": prompt}) + "\n" for prompt in OPEN_PROMPTS[:4]))
+    return instructions
+
+
 def _verifier(row: dict) -> float:
     task = Task(prompt=row["prompt"], answer=row["answer"], family=row["family"], level=row["level"], uid="")
     return get_family(row["family"]).score(task, row["completion"])
@@ -60,7 +67,7 @@ def _run(tmp_path: Path, name: str, options: list[str], steps: int = 2, recipe: 
 def test_dapo_with_dynamic_sampling_sec_curriculum_overlong_shaping_and_adaptive_sizes(tmp_path):
     _, steps, rollouts = _run(tmp_path, "dapo", [
         "algorithm.name=dapo", "filter.dynamic_sampling=true", "filter.max_rounds=3", "curriculum.name=sec",
-        "control.overlong=shaping", "control.overlong_buffer=4", "control.adaptive_group_size=true"])
+        "control.overlong=shaping", "control.overlong_buffer=4", "control.adaptive_group_size=true"], recipe="dapo")
     assert any(r["filter/rounds"] > 1 for r in steps) or all(r["filter/kept_groups"] >= 3 for r in steps)
     for row in steps:
         assert row["generate/tasks"] >= 3 and "control/overlong_penalty" in row
@@ -75,7 +82,7 @@ def test_dapo_with_dynamic_sampling_sec_curriculum_overlong_shaping_and_adaptive
 def test_gspo_on_tree_rollouts_trains_shared_prefixes_once(tmp_path):
     _, steps, rollouts = _run(tmp_path, "gspo-tree", [
         "algorithm.name=gspo", "generate.mode=tree", "tree.branches=2", "tree.branch_samples=2", "tree.depth=2",
-        "generate.temperature=1.0", "filter.drop_zero_variance=false"])
+        "generate.temperature=1.0", "filter.drop_zero_variance=false"], recipe="gspo-tree")
     branches = [r for r in rollouts if "parent" in r]
     assert branches and all(r["branch_at"] >= 1 for r in branches)
     assert any(r["branch_at"] > 1 and r["parent"] >= 4 for r in branches)  # two levels: branches of branches
@@ -88,7 +95,7 @@ def test_rloo_partial_rollouts_with_replay_buffer_and_decoupled_correction(tmp_p
     _, steps, _ = _run(tmp_path, "rloo-partial", [
         "algorithm.name=rloo", "generate.mode=partial", "partial.segment_tokens=4", "train.steps=3",
         "replay.name=buffer", "replay.replay_groups=2", "algorithm.off_policy=decoupled",
-        "filter.drop_zero_variance=false", "control.max_new_tokens=8"], steps=3)
+        "filter.drop_zero_variance=false", "control.max_new_tokens=8"], steps=3, recipe="partial-replay")
     # 8-token answers take two 4-token segments: step 1 only starts them, step 2 finishes them
     assert steps[0]["generate/pending_groups"] > 0
     assert steps[1]["generate/tasks"] > 0
@@ -100,6 +107,7 @@ def test_reinforce_pp_baseline_on_multi_turn_episodes_with_the_environment_retur
     _, steps, rollouts = _run(tmp_path, "episodes", [
         "algorithm.name=reinforce_pp_baseline", "generate.mode=episode", "generate.env=guess_number",
         "curriculum.families=[guess_number]", "episode.max_turns=3", "control.max_new_tokens=40",
+        "episode.turn_tokens=8",  # a turn cut there still acts: two turns fit, of 8 decoding steps each, not one of 40
         "eval.max_new_tokens=8", "filter.rewards=[{name: env}]", "filter.drop_zero_variance=false",
         "generate.temperature=1.0"], recipe="guess-number")
     assert all(r["turns"] >= 1 and len(r["observations"]) == r["turns"] for r in rollouts)
@@ -137,12 +145,14 @@ def test_spiral_self_play_trains_both_seats_with_role_baselines_that_resume(tmp_
 
 def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and_resumes(tmp_path):
     from autotelic.trainer import resume
+    from autotelic.win_rate import read_prompts
 
     summary, steps, rollouts = _run(tmp_path, "eva", [
         "curriculum.name=regret", "curriculum.pool_size=8", "curriculum.evolve.every=1", "curriculum.evolve.variants=2",
         "curriculum.evolve.fraction=0.5", "curriculum.evolve.max_new_tokens=24", "algorithm.name=rloo",
         "filter.rewards=[{name: majority_vote}]", "filter.drop_zero_variance=false", "generate.temperature=1.0",
-        "train.checkpoint_every=1", "eval.win_rate.max_new_tokens=8", "curriculum.evolve.train=true"], recipe="eva")
+        "train.checkpoint_every=1", "eval.win_rate.max_new_tokens=8", "curriculum.evolve.train=true",
+        f"eval.win_rate.prompts={_instructions(tmp_path)}"], recipe="eva")
     run_dir = tmp_path / "eva"
     events = [json.loads(line) for line in (run_dir / "population.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events] == [1, 2]
@@ -165,8 +175,9 @@ def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and
     assert set(children) & drawn[2] and steps[1]["curriculum/evolved_share"] >= 0.5  # step 2 trains on them
     assert all(r["answer"] == "" for r in rollouts if r["prompt"] in children)
     assert "Prompt population" in (run_dir / "report.html").read_text()
-    assert summary["win_rate"]["pairs"] == 32 and (run_dir / "eval_after_win_rate.jsonl").is_file()  # as shipped
-    summary = resume(run_dir, ["train.steps=3", "eval.win_rate.enabled=false"])  # measured above (a minute)
+    assert summary["win_rate"]["pairs"] == 4 and (run_dir / "eval_after_win_rate.jsonl").is_file()
+    assert len(read_prompts(load_config(RECIPE_DIR / "eva.yaml").eval.win_rate.prompts)) == 32  # as shipped
+    summary = resume(run_dir, ["train.steps=3", "eval.win_rate.enabled=false"])  # measured above
     events = [json.loads(line) for line in (run_dir / "population.jsonl").read_text().splitlines()]
     assert summary["steps"] == 3 and [e["step"] for e in events] == [1, 2, 3]
     assert events[2]["generation"] >= events[1]["generation"] >= 1
@@ -176,7 +187,8 @@ def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and
 def test_online_dpo_on_an_eva_prompt_pool(tmp_path, loss):
     _, steps, _ = _run(tmp_path, "online-dpo", [
         "algorithm.name=online_dpo", f"algorithm.dpo_loss={loss}", "curriculum.name=regret", "curriculum.pool_size=12",
-        "curriculum.metric=regret", "generate.temperature=1.0", "filter.rewards=[{name: majority_vote}]"])
+        "curriculum.metric=regret", "generate.temperature=1.0", "filter.rewards=[{name: majority_vote}]"],
+        recipe="online-dpo")
     for row in steps:
         assert row["curriculum/pool_size"] == 12
         assert row.get("train/pairs", 0) == row["filter/kept_groups"]  # a kept group has distinct rewards: one pair
@@ -254,6 +266,10 @@ def test_bad_combinations_are_named_before_the_model_loads(tmp_path):
 
 # Recipes that a test of their own runs end to end from the recipe file, with more checks than one step
 RUN_ELSEWHERE = {
+    "dapo": "test_dapo_with_dynamic_sampling_sec_curriculum_overlong_shaping_and_adaptive_sizes",
+    "gspo-tree": "test_gspo_on_tree_rollouts_trains_shared_prefixes_once",
+    "partial-replay": "test_rloo_partial_rollouts_with_replay_buffer_and_decoupled_correction",
+    "online-dpo": "test_online_dpo_on_an_eva_prompt_pool",
     "rest-rl-code": "test_vm_mcts.py::test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it",
     "comas": "test_comas.py::test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_resume",
     "agent0": "test_propose.py::test_agent0_runs_on_the_real_model_and_resumes_in_phase",
@@ -278,20 +294,18 @@ def test_each_recipe_run_elsewhere_names_a_test_that_loads_it():
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
 def test_every_recipe_runs_a_step(recipe, tmp_path):
     """Each shipped recipe, shrunk to one small step, runs end to end as written."""
-    instructions = tmp_path / "instructions.jsonl"  # a recipe measuring its win rate: 4 instructions, not 32
-    instructions.write_text("".join(json.dumps({"prompt": prompt}) + "\n" for prompt in OPEN_PROMPTS[:4]))
     shrink = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=2", "eval.per_level=1",
               "eval.levels=[1]", "eval.every=0", "filter.max_rounds=1",
               "logging.progress=false", "train.max_minutes=null", f"logging.runs_dir={tmp_path}", "logging.run_name=r",
               "model.lora=true", "model.lora_rank=8",  # LoRA: small checkpoints (full FT writes 1.6 GB each)
               "value.tasks=2", "value.iterations=1", "value.epochs=2",  # recipes with a VM-MCTS stage: keep it small
-              "eval.win_rate.max_new_tokens=8", f"eval.win_rate.prompts={instructions}"]
+              "eval.win_rate.max_new_tokens=8", f"eval.win_rate.prompts={_instructions(tmp_path)}"]
     config = load_config(recipe, shrink)
     if config.eval.pass_k:  # pass@k from 2 samples a task instead of the recipe's (16 web episodes took a minute)
         config.eval.pass_k, config.eval.pass_samples = [1, 2], 2
     if config.generate.mode not in ("episode", "selfplay"):  # long single replies (code, math) cost the most here
-        config.control.max_new_tokens = min(config.control.max_new_tokens, 48)
-        config.eval.max_new_tokens = min(config.eval.max_new_tokens, 48)
+        config.control.max_new_tokens = min(config.control.max_new_tokens, 24)
+        config.eval.max_new_tokens = min(config.eval.max_new_tokens, 24)
     if config.vllm.enabled and not torch.cuda.is_available():  # a GPU recipe: as written, a clear stop here...
         with pytest.raises(ConfigError, match="GPU"):
             Trainer(config, new_run_dir(config))
