@@ -19,6 +19,7 @@ from autotelic.search import RolloutEvaluator, search, value_examples
 from autotelic.tasks import get_family
 from autotelic.run_state import new_run_dir
 from autotelic.trainer import Trainer
+from autotelic.types import Task
 from autotelic.value_model import ValueExample, ValueModel
 
 pytestmark = pytest.mark.slow
@@ -29,11 +30,14 @@ def policy():
     return HFPolicy(ModelConfig(), seed=0)
 
 
+def _code_tasks(family: str) -> list[Task]:
+    rng = random.Random(3)
+    return [get_family(family).generate(rng, 1) for _ in range(2)]
+
+
 @pytest.fixture(scope="module")
 def tasks():
-    rng = random.Random(3)
-    family = get_family("humaneval")
-    return [family.generate(rng, 1) for _ in range(2)]
+    return _code_tasks("humaneval")
 
 
 def test_generation_stops_after_a_line_end(policy, tasks):
@@ -49,7 +53,8 @@ def test_generation_stops_after_a_line_end(policy, tasks):
     assert policy.token_ids_containing("\n") is policy.token_ids_containing("\n")  # cached
 
 
-def test_search_with_test_scored_rollouts_labels_nodes_consistently(policy, tasks):
+def test_search_with_test_scored_rollouts_labels_nodes_consistently(policy):
+    tasks = _code_tasks("pyfunc")  # prompts a third of HumanEval's to prefill, and the model solves some: rewards vary
     reward = build_reward("unit_tests", {"wall_seconds": 5.0})
     evaluator = RolloutEvaluator(policy, reward, max_new_tokens=64, temperature=1.0)
     trees = search(policy, tasks, evaluator, iterations=3, children=2, step_tokens=16, max_new_tokens=64,
@@ -88,12 +93,12 @@ def test_value_model_learns_separable_targets_and_round_trips(tmp_path):
 
 def test_a_lora_value_body_trains_its_adapters_and_saves_them_merged(tmp_path):
     prompt = "Write a function that adds one."
-    examples = [ValueExample(prompt, f"```python\ndef f(x):\n    return x + 1  # {i}\n```", 1.0) for i in range(4)]
-    examples += [ValueExample(prompt, f"I cannot do that {i}.", 0.0) for i in range(4)]
+    examples = [ValueExample(prompt, f"```python\ndef f(x):\n    return x + 1  # {i}\n```", 1.0) for i in range(2)]
+    examples += [ValueExample(prompt, f"I cannot do that {i}.", 0.0) for i in range(2)]
     model = ValueModel(None, body="lora")
     adapters = {n: p.detach().clone() for n, p in model.body.named_parameters() if p.requires_grad}
     assert adapters and all("lora_" in n for n in adapters)  # only the adapters train in the body
-    metrics = model.fit(examples, epochs=8, lr=3e-3, batch_size=4)
+    metrics = model.fit(examples, epochs=4, lr=3e-3, batch_size=4)  # 4 steps, each through the whole body
     assert metrics["value/train_mae"] < 0.35
     trained = dict(model.body.named_parameters())
     assert any(not torch.equal(adapters[n], trained[n]) for n in adapters)
@@ -126,8 +131,9 @@ def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):
 
 def test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it(tmp_path):
     config = load_config("recipes/rest-rl-code.yaml", [
-        "train.steps=1", "control.tasks_per_step=2", "generate.group_size=4", "control.max_new_tokens=48",
-        "eval.per_level=1", "eval.levels=[1]", "eval.every=0", "eval.max_new_tokens=48", "eval.token_budget=96",
+        "train.steps=1", "control.tasks_per_step=2", "generate.group_size=4", "control.max_new_tokens=24",
+        "filter.max_rounds=1", "eval.per_level=1", "eval.levels=[1]", "eval.every=0", "eval.max_new_tokens=24",
+        "eval.token_budget=48",
         "value.tasks=2", "value.iterations=1", "value.epochs=5", "logging.progress=false", "train.max_minutes=null",
         "model.lora=true", "model.lora_rank=8", f"logging.runs_dir={tmp_path}", "logging.run_name=rest"])
     summary = Trainer(config, new_run_dir(config)).run()
