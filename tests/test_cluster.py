@@ -72,10 +72,10 @@ def two_node_cluster():
 
 
 def _learn(tmp_path: Path, name: str, options: list[str], env: dict[str, str]) -> subprocess.Popen:
-    """`autotelic run` on the default recipe, shrunk to two families at level 1, groups of 4 and 8 steps, one torch
+    """`autotelic run` on the default recipe, shrunk to two families at level 1, groups of 4 and 7 steps, one torch
     thread per process (the driver and the cluster's two workers share this machine's 2 cores)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "autotelic.cli", "run", "--config", str(RECIPE), "train.steps=8", "generate.group_size=4",
+        [sys.executable, "-m", "autotelic.cli", "run", "--config", str(RECIPE), "train.steps=7", "generate.group_size=4",
          "curriculum.families=[successor, compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=16",
          "eval.every=0", "model.threads=1", "logging.progress=false", f"logging.runs_dir={tmp_path}",
          f"logging.run_name={name}", *options], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -91,8 +91,8 @@ def _results(tmp_path: Path, name: str, run: subprocess.Popen) -> tuple[dict, li
 @pytest.mark.slow
 def test_the_default_recipe_learns_on_a_two_node_cluster(two_node_cluster, tmp_path):
     """Rollouts on 2 workers of a `ray start` cluster, one per node, learn: the run raises the training reward,
-    and the held-out accuracy by 10 points or more (32 tasks; 8 groups of 4 samples per step: 16% -> 75% in a
-    trial, the training reward 0.31 -> 0.46 over the first and last 3 steps)."""
+    and the held-out accuracy by 10 points or more (32 tasks; 8 groups of 4 samples per step: 16% -> 69% in a
+    trial, the training reward 0.31 -> 0.49 over the first and last 3 steps)."""
     address, env = two_node_cluster
     run = _learn(tmp_path, "cluster", [f"dist.address={address}", "dist.rollout_workers=2"], env)
     # a driver without the cluster's token (Ray retries for about 20 s, so it runs beside the run) is told what to set
@@ -104,7 +104,7 @@ def test_the_default_recipe_learns_on_a_two_node_cluster(two_node_cluster, tmp_p
     assert f"error: dist.address={address}: the Ray cluster there asks for its token" in tokenless.stderr
     assert "RAY_AUTH_MODE=token" in tokenless.stderr
     summary, steps = _results(tmp_path, "cluster", run)
-    assert len(steps) == 8
+    assert len(steps) == 7
     rewards = [r["reward/mean"] for r in steps]  # 32 samples a step, and the curriculum moves the task mix: means
     assert sum(rewards[-3:]) > sum(rewards[:3]), rewards  # of 3 steps (their spread makes a margin flaky)
     before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
