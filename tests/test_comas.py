@@ -313,7 +313,8 @@ def test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_re
     resumed = Trainer(load_config(run_dir / "config.yaml"), run_dir, resume=True)
     assert [agent.causal_lm.config.model_type for agent in resumed.agents] == kinds
     for agent, trained in zip(resumed.agents, trainer.agents):
-        assert all(torch.equal(v, trained.trainable_state()[k]) for k, v in agent.trainable_state().items())
+        state = trained.trainable_state()  # read once: each read collects the whole adapter state
+        assert all(torch.equal(v, state[k]) for k, v in agent.trainable_state().items())
     assert resumed.state.step == 2 and resumed.state.discussion_before == comas["before"]
     # and the models train on from there: one step in process (a resumed run's evaluations and exports are the
     # first run's, tested above)

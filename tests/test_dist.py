@@ -250,8 +250,8 @@ def test_env_workers_hold_the_training_episodes_sandboxes(cluster, tmp_path):
 def test_env_actors_of_a_rollout_worker_are_replaced_and_counted(cluster):
     """With rollout workers, each holds its own environment actors: one killed between steps is replaced inside
     its worker, the next episodes run, and the pool reports the replacement for dist/env_worker_restarts."""
-    config = load_config(None, CONFIG + ["generate.mode=episode", "generate.env=guess_number", "dist.env_workers=1",
-                                         "episode.max_turns=2"])
+    config = load_config(None, CONFIG + TINY + ["generate.mode=episode", "generate.env=guess_number",
+                                                "dist.env_workers=1", "episode.max_turns=2"])
     pool = RayRolloutPool(partial(build_rollout_worker, config), workers=1)
     tasks = [Task("Guess my number between 1 and 100.", str(secret), "guess_number", 1, f"g{secret}")
              for secret in (37, 80)]

@@ -185,9 +185,10 @@ def test_held_out_episodes_are_scored_by_the_success_check(server):
 @pytest.mark.slow
 def test_the_web_recipe_demonstrates_the_questions_no_episode_answered(tmp_path):
     """recipes/opagent-web.yaml as shipped (hybrid reward with the judge, turn credit, checkpointed layers, guided
-    rollouts by demonstration, pass@k), shrunk to two small steps on shop questions: the first step's failed tasks
-    (best reward at most the recipe's 0.9) come back in the second, each group with one episode that plays the
-    task's solution and solves it (the success check's 1 and more: milestones, the judge's grade)."""
+    rollouts by demonstration, pass@k), shrunk to two small steps on shop questions (groups of 2, episodes of 2 turns:
+    a level-1 shop solution takes one or two actions): the first step's failed tasks (best reward at most the
+    recipe's 0.9) come back in the second, each group with one episode that plays the task's solution and solves it
+    (the success check's 1 and more: milestones, the judge's grade)."""
     import json
 
     from pathlib import Path
@@ -198,9 +199,9 @@ def test_the_web_recipe_demonstrates_the_questions_no_episode_answered(tmp_path)
     recipe = Path(__file__).resolve().parent.parent / "recipes" / "opagent-web.yaml"
     summary = train(load_config(recipe, [
         "curriculum.families=[web_shop]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
-        "eval.pass_k=[1, 2]", "eval.pass_samples=2", "control.tasks_per_step=2", "generate.group_size=3",
-        "train.steps=2", "curriculum.hints.fraction=1.0", "logging.progress=false", "model.lora=true",
-        "model.lora_rank=8", f"logging.runs_dir={tmp_path}", "logging.run_name=demo"]))
+        "eval.pass_k=[1, 2]", "eval.pass_samples=2", "control.tasks_per_step=2", "generate.group_size=2",
+        "episode.max_turns=2", "train.steps=2", "curriculum.hints.fraction=1.0", "logging.progress=false",
+        "model.lora=true", "model.lora_rank=8", f"logging.runs_dir={tmp_path}", "logging.run_name=demo"]))
     assert summary["steps"] == 2 and summary["pass_at_k"]["samples"] == 2
     assert (tmp_path / "demo" / "report.html").is_file()
     steps = [json.loads(line) for line in (tmp_path / "demo" / "metrics.jsonl").read_text().splitlines()
