@@ -160,6 +160,8 @@ OVERRIDES = [
     (["selfplay.opponent=frozen"], "selfplay.opponent=frozen needs generate.mode=selfplay"),
     (["dist.async_steps=1"], "dist.async_steps needs dist.rollout_workers >= 1"),
     (["value.decodings=[beam]"], "unknown decoding 'beam' in value.decodings"),
+    (["value.enabled=true", "train.export_model=false"],
+     "train.export_model=false writes none: set train.export_model=true or value.base_model=<model directory>"),
     (["dist.env_workers=1"], "generate.mode=sample has none"),
     (["control.max_tokens_per_step=100"], "control.max_tokens_per_step=100 fits no task (generate.group_size "
                                            "x control.max_new_tokens = 192 tokens at most): set it to 192 or more"),

@@ -334,7 +334,7 @@ def test_a_raising_reward_drops_only_its_group_naming_itself_and_the_task(reward
 # ---- the examples, trained for real ---------------------------------------------------------------------
 TINY = ["train.steps=1", "generate.group_size=2", "control.tasks_per_step=2", "control.max_new_tokens=6",
         "eval.per_level=1", "eval.max_new_tokens=6", "eval.every=0", "model.lora=true", "model.lora_rank=8",
-        "logging.progress=false", "train.max_minutes=null"]
+        "logging.progress=false", "train.max_minutes=null", "train.export_model=false", "logging.report=false"]
 
 
 def _rollouts(run_dir: Path) -> list[dict]:

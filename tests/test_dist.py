@@ -39,7 +39,8 @@ pytestmark = [pytest.mark.all_cores, pytest.mark.xdist_group("ray")]
 
 CONFIG = ["model.threads=1", "model.lora=true", "model.lora_rank=8", "curriculum.families=[add]",
           "curriculum.levels=[1]", "control.max_new_tokens=8", "eval.levels=[1]", "eval.per_level=1",
-          "eval.max_new_tokens=8", "eval.every=0", "logging.progress=false", "train.max_minutes=null"]
+          "eval.max_new_tokens=8", "eval.every=0", "logging.progress=false", "train.max_minutes=null",
+          "train.export_model=false", "logging.report=false"]
 TINY = ["model.path=random:qwen2-tiny"]
 
 

@@ -39,6 +39,7 @@ def test_a_run_logs_the_share_of_samples_it_cut(tmp_path):
     data = tmp_path / "loops.jsonl"
     data.write_text(json.dumps({"prompt": LOOPING_PROMPT, "answer": "a"}) + "\n")
     train(load_config(None, [
+        "train.export_model=false", "logging.report=false", 
         f"curriculum.families=[file:{data}]", "curriculum.levels=[1]", "eval.families=[add]", "eval.levels=[1]",
         "eval.per_level=1", "train.steps=1", "control.tasks_per_step=1", "generate.group_size=2",
         "generate.temperature=0.01", "control.max_new_tokens=40", "control.stop_repeats=4", "model.lora=true",

@@ -148,6 +148,7 @@ def test_a_run_retries_failed_tasks_from_their_solutions_start(tmp_path):
     data = tmp_path / "sums.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     train(load_config(None, [
+        "train.export_model=false", "logging.report=false", 
         f"curriculum.families=[file:{data}]", "curriculum.name=uniform", "curriculum.levels=[1]",
         "eval.families=[add]", "eval.levels=[1]", "eval.per_level=1", "train.steps=2", "control.tasks_per_step=2",
         "generate.group_size=2", "control.max_new_tokens=8", "curriculum.hints.fraction=1.0",

@@ -80,6 +80,7 @@ def test_a_run_banks_solved_problems_and_serves_them_in_later_prompts(tmp_path):
                  "train.steps=2", "control.tasks_per_step=4", "generate.group_size=4", "control.max_new_tokens=12",
                  "curriculum.memory.fraction=0.5", "curriculum.memory.min_reward=0.5", "train.checkpoint_every=1",
                  "filter.drop_zero_variance=false", "model.lora=true", "logging.progress=false",
+                 "train.export_model=false", "logging.report=false", 
                  f"logging.runs_dir={tmp_path}", "logging.run_name=memory"]
     train(load_config(None, overrides))
     run = tmp_path / "memory"

@@ -42,6 +42,7 @@ def test_a_run_reports_pass_at_k_of_sampled_episodes(tmp_path, capsys):
     from autotelic.trainer import train
 
     summary = train(load_config("recipes/guess-number.yaml", [
+        "train.export_model=false", "logging.report=false", 
         "train.steps=1", "control.tasks_per_step=2", "generate.group_size=2", "episode.max_turns=3",
         "control.max_new_tokens=24", "eval.per_level=2", "eval.levels=[1]", "eval.pass_k=[1, 3]",
         "eval.pass_samples=3", "model.lora=true", "logging.progress=false", f"logging.runs_dir={tmp_path}",

@@ -29,6 +29,7 @@ SMALL = [
     "curriculum.families=[compare, add]", "curriculum.levels=[1, 2]", "eval.levels=[1]", "eval.per_level=1",
     "eval.max_new_tokens=8", "eval.every=0", "algorithm.lr=1e-3", "model.lora=true", "model.lora_rank=8",
     "logging.progress=false", "train.max_minutes=null", "train.checkpoint_every=2",
+    "train.export_model=false", "logging.report=false",  # read by the recipe runs below (as shipped) and by eva's
 ]
 
 
@@ -152,7 +153,7 @@ def test_eva_evolves_its_prompt_pool_with_the_real_model_logs_the_population_and
         "curriculum.evolve.fraction=0.5", "curriculum.evolve.max_new_tokens=24", "algorithm.name=rloo",
         "filter.rewards=[{name: majority_vote}]", "filter.drop_zero_variance=false", "generate.temperature=1.0",
         "train.checkpoint_every=1", "eval.win_rate.max_new_tokens=8", "curriculum.evolve.train=true",
-        f"eval.win_rate.prompts={_instructions(tmp_path)}"], recipe="eva")
+        f"eval.win_rate.prompts={_instructions(tmp_path)}", "logging.report=true"], recipe="eva")
     run_dir = tmp_path / "eva"
     events = [json.loads(line) for line in (run_dir / "population.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events] == [1, 2]

@@ -57,6 +57,7 @@ def test_a_run_trains_on_reward_model_scores(tmp_path, reward_model_dir):
     import autotelic
 
     summary = autotelic.train(overrides=[
+        "train.export_model=false", "logging.report=false", 
         "train.steps=1", "generate.group_size=2", "control.tasks_per_step=2", "control.max_new_tokens=6",
         "eval.per_level=1", "eval.max_new_tokens=6", "eval.every=0", "model.lora=true", "model.lora_rank=8",
         "logging.progress=false", "train.max_minutes=null", f"logging.runs_dir={tmp_path}", "logging.run_name=rm",

@@ -94,24 +94,33 @@ def test_non_finite_model_stops_after_three_steps_keeping_the_checkpoint(tmp_pat
     assert torch.load(checkpoint / "state.pt", weights_only=False)["state"]["step"] == 1
 
 
-def test_cli_eval_and_export_of_a_finished_run(tmp_path):
+def test_a_run_without_export_or_report_is_evaluated_after_the_cli_exports_its_checkpoint(tmp_path):
     from transformers import AutoModelForCausalLM
     from typer.testing import CliRunner
 
     from autotelic.cli import app
 
-    config = load_config(None, SMALL + ["train.steps=1", f"logging.runs_dir={tmp_path}", "logging.run_name=done"])
+    config = load_config(None, SMALL + ["train.steps=1", "train.export_model=false", "logging.report=false",
+                                        f"logging.runs_dir={tmp_path}", "logging.run_name=done"])
     run_dir = new_run_dir(config)
-    summary = Trainer(config, run_dir).run()
+    trainer = Trainer(config, run_dir)
+    summary = trainer.run()
+    assert summary["model_dir"] is None and not (run_dir / "model").exists()
+    assert not (run_dir / "report.html").exists() and (run_dir / "summary.json").is_file()
 
+    result = CliRunner().invoke(app, ["eval", str(run_dir)])
+    assert result.exit_code != 0 and f"run `autotelic export {run_dir}` first" in result.output, result.output
+
+    result = CliRunner().invoke(app, ["export", str(run_dir)])
+    assert result.exit_code == 0 and "exported step_000001" in result.output, result.output
     result = CliRunner().invoke(app, ["eval", str(run_dir)])
     assert result.exit_code == 0, result.output
     evaluated = json.loads(result.output[result.output.index("{"):])
     assert evaluated["accuracy"] == pytest.approx(summary["eval_after"]["accuracy"])  # greedy: same numbers
     assert autotelic.evaluate(run_dir) == evaluated  # the Python API is the same path
 
-    result = CliRunner().invoke(app, ["export", str(run_dir), "--out", str(tmp_path / "exported")])
-    assert result.exit_code == 0 and "exported step_000001" in result.output, result.output
-    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "exported")
-    final = AutoModelForCausalLM.from_pretrained(run_dir / "model")
+    trainer.policy.export(tmp_path / "final")  # what the run would have exported at its end
+    exported = AutoModelForCausalLM.from_pretrained(run_dir / "model")
+    final = AutoModelForCausalLM.from_pretrained(tmp_path / "final")
     assert all(torch.equal(p, final.get_parameter(n)) for n, p in exported.named_parameters())
+

@@ -198,6 +198,7 @@ def test_the_web_recipe_demonstrates_the_questions_no_episode_answered(tmp_path)
 
     recipe = Path(__file__).resolve().parent.parent / "recipes" / "opagent-web.yaml"
     summary = train(load_config(recipe, [
+        "train.export_model=false",  # the report is read below
         "curriculum.families=[web_shop]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
         "eval.pass_k=[1, 2]", "eval.pass_samples=2", "control.tasks_per_step=2", "generate.group_size=2",
         "episode.max_turns=2", "train.steps=2", "curriculum.hints.fraction=1.0", "logging.progress=false",

@@ -194,6 +194,9 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
                  for r in config.filter.rewards if r.name not in known_rewards and not is_custom(r.name)]
     problems += [f"unknown decoding '{d}' in value.decodings; valid: {', '.join(DECODINGS)}"
                  for d in config.value.decodings if d not in DECODINGS]
+    if config.value.enabled and not config.train.export_model and config.value.base_model is None:
+        problems.append("value.enabled fits its value model on the exported policy, and train.export_model=false "
+                        "writes none: set train.export_model=true or value.base_model=<model directory>")
     hints = config.curriculum.hints
     if hints.fraction and hints.mode == "demonstration" and config.generate.mode not in ("sample", "episode"):
         problems.append(f"curriculum.hints.mode=demonstration puts the reference in a group as one of its samples or "

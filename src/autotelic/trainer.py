@@ -200,9 +200,10 @@ class Trainer:
                         self._checkpoint()
             self.rollouts.stop()  # rollouts collected for steps past a time limit wait in the last checkpoint
             after, mode_summary = self.evaluation.after(state, self.agents)
-            self.policy.export(self.run_dir / "model")
-            for index, agent in enumerate(self.agents[1:], 1):
-                agent.export(self.run_dir / "agents" / str(index))
+            if config.train.export_model:
+                self.policy.export(self.run_dir / "model")
+                for index, agent in enumerate(self.agents[1:], 1):
+                    agent.export(self.run_dir / "agents" / str(index))
             state.wall_seconds += time.perf_counter() - run_started
             self._checkpoint()
             self.checkpoints.wait()
@@ -217,9 +218,10 @@ class Trainer:
             sink.close()
             self.checkpoints.wait()
             shut_down([*worker_pools(self.pipeline.generator, self.pipeline.scorer).values(), self.train_group])
-        from autotelic.report.html import write_report
+        if config.logging.report:
+            from autotelic.report.html import write_report
 
-        write_report(self.run_dir)
+            write_report(self.run_dir)
         for line in self.evaluation.closing(state, summary):
             say(line)
         return summary

@@ -16,6 +16,8 @@ class LoggingConfig:
     """Directory name under runs_dir; None makes one from the time."""
     progress: bool = True
     """Show a progress bar with the step's reward and time."""
+    report: bool = True
+    """Write report.html at the end: the run's metrics as plots (seconds of matplotlib a run)."""
     tensorboard: bool = False
     """Also log metrics to TensorBoard (run_dir/tensorboard; needs tensorboard)."""
     wandb: bool = False

@@ -281,6 +281,10 @@ class TrainConfig:
     the embedded model, so the default is sparse; LoRA checkpoints are small enough for every step."""
     keep_checkpoints: int = 2
     """Checkpoints kept; older ones are deleted."""
+    export_model: bool = True
+    """Write run_dir/model at the end: a plain Hugging Face model (LoRA merged; CoMAS's other agents under
+    run_dir/agents). Off for sweeps that keep only their metrics (540 MB and seconds a run for the embedded
+    model): ``autotelic export RUN_DIR`` writes the policy later from the last checkpoint."""
 
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.steps", self.steps), *positive(f"{key}.max_minutes", self.max_minutes),
