@@ -88,8 +88,8 @@ class ArmRun:
                 "accuracy_before": summary["eval_before"]["accuracy"],
                 "accuracy_after": summary["eval_after"]["accuracy"], "run_dir": str(self.run_dir),
                 "reused": self.reused,
-                # what the run measured besides accuracy (eval.win_rate, eval.pass_k), kept beside it
-                **{key: summary[key] for key in ("win_rate", "pass_at_k") if key in summary}}
+                # what the run measured besides accuracy (eval.win_rate, eval.pass_k, memory.at_eval), kept beside it
+                **{key: summary[key] for key in ("win_rate", "pass_at_k", "memory_eval") if key in summary}}
 
 
 def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minutes: float, heldout: int) -> None:

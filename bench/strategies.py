@@ -12,6 +12,10 @@ set); the strategy arm adds one option:
                  step's tasks at first, a share that shrinks by a tenth every step;
 - stuck_demonstrations: the same, only for the families stuck at zero (``curriculum.hints.stuck_window=8``: none of
                  the family's last 8 unguided groups solved, about four steps of its groups).
+- memory_eval:   memory replay as above, and the trained policy evaluated as an agent that keeps its memory
+                 (``curriculum.memory.at_eval``): each held-out question served with its 2 nearest solved training
+                 problems. Compared on those answers (``eval_after_memory.jsonl``) against the arm without, and
+                 against its own weights-only answers (``memory_eval_vs_its_weights``: the same runs, paired).
 Budgets bind the same way: ``--steps`` updates per arm and seed, at most the baseline's completion tokens and
 samples per step (``control.max_tokens_per_step``, ``max_samples_per_step``: tasks_per_step x group_size x
 max_new_tokens, and tasks_per_step x group_size), ``--max-minutes`` a safety net flagged if it binds;
@@ -23,6 +27,7 @@ Prints a row per arm and seed, writes bench/results/strategies-*.json, and last 
     python bench/strategies.py --strategies memory stop_repeats tree --steps 20 --seeds 3 --parallel
     python bench/strategies.py --strategies demonstrations --steps 20 --seeds 5 --heldout 200 --parallel
     python bench/strategies.py --strategies stuck_demonstrations --steps 20 --seeds 5 --heldout 200 --parallel
+    python bench/strategies.py --strategies memory_eval --steps 20 --seeds 3 --heldout 200 --parallel
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ STRATEGIES: dict[str, tuple[str, ...]] = {
     "tree": TREE,
     "demonstrations": DEMONSTRATIONS,
     "stuck_demonstrations": (*DEMONSTRATIONS, "curriculum.hints.stuck_window=8"),
+    "memory_eval": ("curriculum.memory.fraction=0.5", "curriculum.memory.at_eval=true"),
 }
+RECORDS = {"memory_eval": "eval_after_memory"}  # a strategy scored on other answers than the weights' alone
 
 
 def main() -> None:
@@ -58,8 +65,11 @@ def main() -> None:
     arms = [Arm("without", capped), *(Arm(name, (*capped, *STRATEGIES[name])) for name in args.strategies)]
     runs = run_arms(arms, budget, runs_dir_from(args, "strategies"))
     without = Measure([run for run in runs if run.arm.name == "without"])
-    comparisons = [compare(f"{name}_vs_without", without, Measure([run for run in runs if run.arm.name == name]))
+    arm_runs = {name: [run for run in runs if run.arm.name == name] for name in args.strategies}
+    comparisons = [compare(f"{name}_vs_without", without, Measure(arm_runs[name], RECORDS.get(name, "eval_after")))
                    for name in args.strategies]
+    comparisons += [compare(f"{name}_vs_its_weights", Measure(arm_runs[name]), Measure(arm_runs[name], records))
+                    for name, records in RECORDS.items() if name in args.strategies]
     report("strategies", runs, comparisons, budget, args.results_dir, summary=caps)
 
 

@@ -80,10 +80,21 @@ def test_a_run_banks_solved_problems_and_serves_them_in_later_prompts(tmp_path):
                  "train.steps=2", "control.tasks_per_step=4", "generate.group_size=4", "control.max_new_tokens=12",
                  "curriculum.memory.fraction=0.5", "curriculum.memory.min_reward=0.5", "train.checkpoint_every=1",
                  "filter.drop_zero_variance=false", "model.lora=true", "logging.progress=false",
-                 "train.export_model=false", "logging.report=false", 
+                 "train.export_model=false", "logging.report=false", "curriculum.memory.at_eval=true",
                  f"logging.runs_dir={tmp_path}", "logging.run_name=memory"]
-    train(load_config(None, overrides))
+    summary = train(load_config(None, overrides))
     run = tmp_path / "memory"
+    # at_eval: the held-out tasks again, served with the bank's problems, records keyed as eval_after.jsonl's
+    plain, recalled = ([json.loads(line) for line in (run / f"{name}.jsonl").read_text().splitlines()]
+                       for name in ("eval_after", "eval_after_memory"))
+    assert [r["prompt"] for r in recalled] == [r["prompt"] for r in plain]
+    served = [r for r in recalled if r["served_prompt"].startswith("Problems you solved before:")]
+    assert len(served) == summary["memory_eval"]["served"] == len(recalled)  # compare questions: all alike
+    examples = {line.removeprefix("Problem: ") for r in served for line in r["served_prompt"].splitlines()
+                if line.startswith("Problem: ")}
+    assert examples and not examples & {r["prompt"] for r in plain}  # training problems only
+    assert all(r["served_prompt"].endswith(r["prompt"]) for r in served)
+    assert summary["memory_eval"]["accuracy"] == pytest.approx(sum(r["correct"] for r in recalled) / len(recalled))
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"reward/mean"' in line]
     assert steps[0]["memory/size"] >= 1  # picking the larger of two numbers: solved from the start
     rollouts = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]

@@ -63,6 +63,8 @@ class RunEvaluation:
     config: RunConfig
     heldout: HeldOut
     run_dir: Path
+    recall: Callable[[list[Task]], list[Task]] | None = None
+    """The run's memory (``curriculum.memory.at_eval``): held-out tasks served with the solved problems it banked."""
 
     @property
     def discussing(self) -> bool:  # CoMAS: the agents' discussion is evaluated too
@@ -90,7 +92,19 @@ class RunEvaluation:
         if self.config.eval.pass_k:
             extra["pass_at_k"], records = heldout_pass_at_k(self.config, agents[0], self.heldout)
             write_jsonl(self.run_dir / "eval_after_pass_at_k.jsonl", records)
+        if self.recall is not None:
+            extra["memory_eval"] = self.with_memory(agents[0], self.recall)
         return after, extra
+
+    def with_memory(self, policy: PolicyBackend, recall: Callable[[list[Task]], list[Task]]) -> dict[str, Any]:
+        """Held-out accuracy with each task served its memory's examples (records in eval_after_memory.jsonl, keyed
+        by the held-out prompt as eval_after.jsonl is, the prompt served beside it)."""
+        served = recall(list(self.heldout))
+        result = evaluate_heldout(self.config, policy, served)
+        for record, task in zip(result.records, self.heldout):
+            record["served_prompt"], record["prompt"] = record["prompt"], task.prompt
+        write_jsonl(self.run_dir / "eval_after_memory.jsonl", result.records)
+        return {**result.summary(), "served": sum(task.meta.get("memory", False) for task in served)}
 
     def win_rate(self, policy: PolicyBackend) -> dict[str, Any]:
         """The policy's pairwise win rate on open-ended instructions (records in eval_after_win_rate.jsonl)."""
@@ -128,10 +142,13 @@ class RunEvaluation:
         wins = summary.get("win_rate")
         won = [f"win rate against {wins['reference']} (judge {wins['judge']}, both orders): {wins['win_rate']:.1%} "
                f"over {wins['pairs']:.0f} instructions, {wins['parse_rate']:.0%} of verdicts readable"] if wins else []
+        memory = summary.get("memory_eval")
+        recalled = [f"{self.heldout.label} accuracy with the memory's examples: {memory['accuracy']:.1%} "
+                    f"({memory['served']} of {len(self.heldout)} tasks served)"] if memory else []
         passes = summary.get("pass_at_k")
         sampled = [", ".join(f"{key} {value:.1%}" for key, value in passes.items() if key.startswith("pass@")) +
                    f" ({passes['samples']} samples per task at temperature {passes['temperature']})"] if passes else []
-        return [*comas, *alarms, *won, *sampled,
+        return [*comas, *alarms, *won, *sampled, *recalled,
                 f"{self.heldout.label} accuracy: before {state.eval_before['accuracy']:.1%} -> after "
                 f"{summary['eval_after']['accuracy']:.1%} after {state.step} steps in "
                 f"{state.wall_seconds / 60:.1f} min; run directory {self.run_dir}"]

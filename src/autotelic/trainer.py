@@ -23,6 +23,7 @@ from autotelic.build import (build_agents, build_curriculum, build_evolver, buil
 from autotelic.checks import TrainingError, check_run, sandbox_isolation
 from autotelic.config import RunConfig, save_config, to_dict
 from autotelic.curricula.evolve import EvolvingPromptPool
+from autotelic.curricula.memory import find_memory
 from autotelic.guardrails import Guardrails
 from autotelic.heldout import build_heldout
 from autotelic.loading import load_config
@@ -51,8 +52,9 @@ class Trainer:
         random.seed(config.train.seed)
         torch.manual_seed(config.train.seed)
         self.heldout = build_heldout(config)
-        self.evaluation = RunEvaluation(config, self.heldout, run_dir)
         self.curriculum = build_curriculum(config, self.heldout)
+        memory = find_memory(self.curriculum) if config.curriculum.memory.at_eval else None
+        self.evaluation = RunEvaluation(config, self.heldout, run_dir, memory.recall if memory else None)
         self.pairs = load_pairs(config.algorithm.dataset) if self.spec.name == "offline_dpo" else None
         self.baselines = RoleBaselines(config.algorithm.rae_decay) if self.spec.advantage == "rae" else None
         self.guardrails = Guardrails.for_run(config)

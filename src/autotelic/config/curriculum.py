@@ -140,9 +140,15 @@ class MemoryConfig:
     """Problems remembered; the oldest go first."""
     max_chars: int = 400
     """Characters of a remembered answer at most."""
+    at_eval: bool = False
+    """After training, also evaluate the held-out set with each question served its nearest solved training
+    problems from the memory, as an agent that keeps its memory would answer (held-out problems are never banked):
+    eval_after_memory.jsonl and the summary's ``memory_eval``; the run's own accuracy stays the weights' alone."""
 
     def problems(self, key: str) -> list[str]:
         return [*fraction(f"{key}.fraction", self.fraction), *count(f"{key}.examples", self.examples),
+                *rule(not self.at_eval or self.fraction > 0, f"{key}.at_eval", self.at_eval,
+                      f"come with {key}.fraction > 0 (a run without memory banks nothing to recall)"),
                 *finite(f"{key}.min_reward", self.min_reward), *count(f"{key}.capacity", self.capacity),
                 *count(f"{key}.max_chars", self.max_chars)]
 

@@ -9,6 +9,9 @@ word counts; the task's own question is never its example) written before the qu
 policy's own, never a reference, so no label enters a prompt; held-out tasks never train, so none is banked.
 The examples are prompt, never trained on; the base curriculum observes only the plain groups. Metrics:
 ``memory/*`` (bank size, tasks served, the mean reward of served and of plain groups this step).
+
+With ``at_eval`` the trained run is also evaluated as a deployed agent keeping this memory would be: each held-out
+question served with its nearest banked training problems (``recall``), beside the weights-only accuracy.
 """
 
 from __future__ import annotations
@@ -65,17 +68,22 @@ class MemoryCurriculum(CurriculumWrapper):
         if not self.bank:
             return tasks
         chosen = set(self.rng.sample(range(len(tasks)), round(self.fraction * len(tasks))))
+        recalled = self.recall([task for index, task in enumerate(tasks) if index in chosen])
+        self.served += sum(task.meta.get("memory", False) for task in recalled)
+        served = iter(recalled)
+        return [next(served) if index in chosen else task for index, task in enumerate(tasks)]
+
+    def recall(self, tasks: list[Task]) -> list[Task]:
+        """Each task with its ``examples`` most similar banked problems written before it (unchanged when the
+        bank holds none but itself)."""
         words = {question: bag_of_words(question) for question in self.bank}
-        served = []
-        for index, task in enumerate(tasks):
-            if index in chosen:
-                own = bag_of_words(task.prompt)
-                nearest = sorted((q for q in self.bank if q != task.prompt), key=lambda q: -cosine(own, words[q]))
-                if nearest:
-                    task = with_examples(task, [(q, self.bank[q]) for q in nearest[:self.examples]])
-                    self.served += 1
-            served.append(task)
-        return served
+        recalled = []
+        for task in tasks:
+            own = bag_of_words(task.prompt)
+            nearest = sorted((q for q in self.bank if q != task.prompt), key=lambda q: -cosine(own, words[q]))
+            recalled.append(with_examples(task, [(q, self.bank[q]) for q in nearest[:self.examples]])
+                            if nearest else task)
+        return recalled
 
     def observe(self, groups: list[Group]) -> dict[str, float]:
         plain = [g for g in groups if not g.task.meta.get("memory")]
@@ -104,3 +112,12 @@ class MemoryCurriculum(CurriculumWrapper):
         self.bank = OrderedDict(state["bank"])
         self.served = state["served"]
         set_rng_state(self.rng, state["rng"])
+
+
+def find_memory(curriculum: Curriculum) -> MemoryCurriculum | None:
+    """The memory in a chain of curriculum wrappers (the failure queue wraps it), if the run keeps one."""
+    while isinstance(curriculum, CurriculumWrapper):
+        if isinstance(curriculum, MemoryCurriculum):
+            return curriculum
+        curriculum = curriculum.base
+    return None
