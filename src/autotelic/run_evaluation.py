@@ -13,6 +13,8 @@ from typing import Any, Callable
 from autotelic.backends import PolicyBackend
 from autotelic.backends.hf import role_backend
 from autotelic.config import RunConfig
+from autotelic.curricula.base import Curriculum
+from autotelic.curricula.memory import MemoryCurriculum, find_memory
 from autotelic.evaluation import (Decoding, EvalResult, episode_reward, evaluate, evaluate_episodes,
                                   evaluate_pass_at_k)
 from autotelic.heldout import HeldOut
@@ -63,8 +65,8 @@ class RunEvaluation:
     config: RunConfig
     heldout: HeldOut
     run_dir: Path
-    recall: Callable[[list[Task]], list[Task]] | None = None
-    """The run's memory (``curriculum.memory.at_eval``): held-out tasks served with the solved problems it banked."""
+    curriculum: Curriculum
+    """The run's, whose memory (``curriculum.memory.at_eval``) serves held-out tasks the problems it banked."""
 
     @property
     def discussing(self) -> bool:  # CoMAS: the agents' discussion is evaluated too
@@ -92,14 +94,15 @@ class RunEvaluation:
         if self.config.eval.pass_k:
             extra["pass_at_k"], records = heldout_pass_at_k(self.config, agents[0], self.heldout)
             write_jsonl(self.run_dir / "eval_after_pass_at_k.jsonl", records)
-        if self.recall is not None:
-            extra["memory_eval"] = self.with_memory(agents[0], self.recall)
+        memory = find_memory(self.curriculum) if self.config.curriculum.memory.at_eval else None
+        if memory is not None:
+            extra["memory_eval"] = self.with_memory(agents[0], memory)
         return after, extra
 
-    def with_memory(self, policy: PolicyBackend, recall: Callable[[list[Task]], list[Task]]) -> dict[str, Any]:
+    def with_memory(self, policy: PolicyBackend, memory: MemoryCurriculum) -> dict[str, Any]:
         """Held-out accuracy with each task served its memory's examples (records in eval_after_memory.jsonl, keyed
         by the held-out prompt as eval_after.jsonl is, the prompt served beside it)."""
-        served = recall(list(self.heldout))
+        served = memory.recall(list(self.heldout))
         result = evaluate_heldout(self.config, policy, served)
         for record, task in zip(result.records, self.heldout):
             record["served_prompt"], record["prompt"] = record["prompt"], task.prompt

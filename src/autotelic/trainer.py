@@ -23,7 +23,6 @@ from autotelic.build import (build_agents, build_curriculum, build_evolver, buil
 from autotelic.checks import TrainingError, check_run, sandbox_isolation
 from autotelic.config import RunConfig, save_config, to_dict
 from autotelic.curricula.evolve import EvolvingPromptPool
-from autotelic.curricula.memory import find_memory
 from autotelic.guardrails import Guardrails
 from autotelic.heldout import build_heldout
 from autotelic.loading import load_config
@@ -53,8 +52,7 @@ class Trainer:
         torch.manual_seed(config.train.seed)
         self.heldout = build_heldout(config)
         self.curriculum = build_curriculum(config, self.heldout)
-        memory = find_memory(self.curriculum) if config.curriculum.memory.at_eval else None
-        self.evaluation = RunEvaluation(config, self.heldout, run_dir, memory.recall if memory else None)
+        self.evaluation = RunEvaluation(config, self.heldout, run_dir, self.curriculum)
         self.pairs = load_pairs(config.algorithm.dataset) if self.spec.name == "offline_dpo" else None
         self.baselines = RoleBaselines(config.algorithm.rae_decay) if self.spec.advantage == "rae" else None
         self.guardrails = Guardrails.for_run(config)
@@ -221,8 +219,7 @@ class Trainer:
             self.checkpoints.wait()
             shut_down([*worker_pools(self.pipeline.generator, self.pipeline.scorer).values(), self.train_group])
         if config.logging.report:
-            from autotelic.report.html import write_report
-
+            from autotelic.report.html import write_report  # matplotlib loads only here
             write_report(self.run_dir)
         for line in self.evaluation.closing(state, summary):
             say(line)
