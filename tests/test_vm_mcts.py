@@ -112,7 +112,7 @@ def test_a_lora_value_body_trains_its_adapters_and_saves_them_merged(tmp_path):
 
 
 def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):
-    value_model = ValueModel(None)
+    value_model = ValueModel("random:qwen2-tiny")  # its estimates do not matter here: what the decodings spend does
     budget = 96
     for strategy in ("best_of_n", "vm_mcts"):
         decoding = Decoding(strategy, budget, "value", value_model, SearchConfig(step_tokens=16))
