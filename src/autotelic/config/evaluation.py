@@ -95,7 +95,8 @@ class EvalConfig:
     """Held-out families; None: the curriculum's, held out by seed. A data set's named split is held out whole this
     way: curriculum.families=[hf:DIR:train] with eval.families=[hf:DIR:test]."""
     max_new_tokens: int = 24
-    """Tokens per held-out answer at most (greedy decoding)."""
+    """Tokens per held-out answer at most (greedy decoding). Held-out episodes (generate.mode=episode) play under
+    the training episodes' budget instead (control.max_new_tokens, episode.turn_tokens), so both meet the same task."""
     every: int = 20
     """Also evaluate every N steps (0: only before and after); each costs ~30 s on 2 cores."""
     batch_size: int = 64
