@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from autotelic.backends import Completion, PolicyBackend
+from autotelic.backends import Completion, PolicyBackend, PrefixCache
 from autotelic.config import SearchConfig
 from autotelic.types import Task
 from autotelic.value_model import ValueExample, ValueModel
@@ -142,6 +142,9 @@ def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, ite
     line_end = policy.token_ids_containing("\n")
     trees = [SearchTree(task, policy.encode_prompt(task.chat, task.response_prefix), [Node([], None, False)])
              for task in tasks]
+    # an expanded leaf continues a sequence an earlier expansion generated, or shares its prompt with one: its
+    # attention state is read from there instead of prefilling the prompt and the path again (the weights stay)
+    prefixes = PrefixCache()
     for _ in range(iterations):
         active = [t for t in trees if not t.nodes[0].exhausted
                   and (token_budget is None or t.tokens_spent < token_budget)]
@@ -150,7 +153,7 @@ def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, ite
         leaves = [(tree, tree.select(c_uct)) for tree in active]
         caps = [min(step_tokens, max_new_tokens - len(tree.nodes[leaf].token_ids)) for tree, leaf in leaves]
         outputs = generate_capped(policy, [t.prompt_ids + t.nodes[leaf].token_ids for t, leaf in leaves], children,
-                                  caps, temperature, stop_token_ids=line_end)
+                                  caps, temperature, stop_token_ids=line_end, prefixes=prefixes)
         new: list[tuple[SearchTree, int]] = []
         for (tree, leaf), completions in zip(leaves, outputs):
             tree.iterations += 1
@@ -168,12 +171,13 @@ def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, ite
 
 
 def generate_capped(policy: PolicyBackend, prompts: list[list[int]], n: int, caps: list[int], temperature: float,
-                    stop_token_ids: list[int] | tuple[()] = ()) -> list[list[Completion]]:
+                    stop_token_ids: list[int] | tuple[()] = (), prefixes: PrefixCache | None = None,
+                    ) -> list[list[Completion]]:
     """One batched call for prompts with different token caps: generate up to the largest, then cut each
     completion at its own cap (a cut completion is unfinished)."""
     if not prompts:
         return []
-    outputs = policy.generate(prompts, n, max(caps), temperature, stop_token_ids=stop_token_ids)
+    outputs = policy.generate(prompts, n, max(caps), temperature, stop_token_ids=stop_token_ids, prefixes=prefixes)
     return [[c if len(c.token_ids) <= cap else Completion(c.token_ids[:cap], c.logprobs[:cap], False,
                                                           c.entropies[:cap]) for c in completions]
             for completions, cap in zip(outputs, caps)]
