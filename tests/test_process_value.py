@@ -60,7 +60,8 @@ def test_a_run_trains_with_the_process_reward_beside_the_verifier(value_dir, tmp
     from autotelic.trainer import train
 
     train(load_config(None, [
-        "train.export_model=false", "logging.report=false", "curriculum.families=[add]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=2",
+        "train.export_model=false", "logging.report=false",
+        "curriculum.families=[add]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=2",
         "train.steps=2", "control.tasks_per_step=2", "generate.group_size=3", "control.max_new_tokens=8",
         f"filter.rewards=[{{name: verifier}}, {{name: process_value, weight: 0.5, options: {{model: {value_dir}}}}}]",
         "model.lora=true", "logging.progress=false", f"logging.runs_dir={tmp_path}", "logging.run_name=prm"]))

@@ -431,7 +431,8 @@ def test_agent0_code_runs_on_the_real_model_with_executed_labels(tmp_path):
     tiny = ["train.steps=1", "control.tasks_per_step=2", "generate.group_size=4", "propose.answers_per_task=2",
             "control.max_new_tokens=64",  # proposals and answers: the recipe's 96 only lengthen the rambling ones
             "propose.phase_steps=0", "eval.levels=[1]", "eval.per_level=1", "eval.max_new_tokens=8",
-            "model.lora=true", "model.lora_rank=8", "logging.progress=false", "train.export_model=false", "logging.report=false",
+            "model.lora=true", "model.lora_rank=8", "logging.progress=false",
+            "train.export_model=false", "logging.report=false",
             "train.max_minutes=null", f"logging.runs_dir={tmp_path}", "logging.run_name=code"]
     config = load_config(recipe, tiny)
     assert Trainer(config, new_run_dir(config)).run()["steps"] == 1

@@ -57,7 +57,8 @@ def test_a_run_measures_its_win_rate_after_training(tmp_path, capsys):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in OPEN_PROMPTS[:3]))
     summary = train(load_config(None, [
-        "train.export_model=false", "logging.report=false", "train.steps=1", "control.tasks_per_step=2", "generate.group_size=2", "control.max_new_tokens=8",
+        "train.export_model=false", "logging.report=false",
+        "train.steps=1", "control.tasks_per_step=2", "generate.group_size=2", "control.max_new_tokens=8",
         "curriculum.families=[add]", "eval.levels=[1]", "eval.per_level=1", "eval.max_new_tokens=8",
         "model.lora=true", "eval.win_rate.enabled=true", f"eval.win_rate.prompts={prompts}",
         "eval.win_rate.max_new_tokens=12", "logging.progress=false", f"logging.runs_dir={tmp_path}",
