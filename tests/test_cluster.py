@@ -78,7 +78,8 @@ def _learn(tmp_path: Path, name: str, options: list[str], env: dict[str, str]) -
         [sys.executable, "-m", "autotelic.cli", "run", "--config", str(RECIPE), "train.steps=7", "generate.group_size=4",
          "curriculum.families=[successor, compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=16",
          "eval.every=0", "model.threads=1", "logging.progress=false", "train.export_model=false",
-         "logging.report=false", f"logging.runs_dir={tmp_path}", f"logging.run_name={name}", *options], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+         "logging.report=false", f"logging.runs_dir={tmp_path}", f"logging.run_name={name}", *options],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def _results(tmp_path: Path, name: str, run: subprocess.Popen) -> tuple[dict, list[dict]]:
