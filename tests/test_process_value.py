@@ -9,6 +9,7 @@ import json
 import pytest
 
 from autotelic.rewards.process_value import ProcessValueReward, step_prefixes
+from autotelic.tasks import get_family
 from autotelic.types import Task
 
 
@@ -66,9 +67,13 @@ def test_a_run_trains_with_the_process_reward_beside_the_verifier(value_dir, tmp
         f"filter.rewards=[{{name: verifier}}, {{name: process_value, weight: 0.5, options: {{model: {value_dir}}}}}]",
         "model.lora=true", "logging.progress=false", f"logging.runs_dir={tmp_path}", "logging.run_name=prm"]))
     rows = [json.loads(line) for line in (tmp_path / "prm" / "rollouts.jsonl").read_text().splitlines()]
-    graded = {round(row["reward"] % 1, 6) for row in rows}
-    assert graded - {0.0}  # rewards off the verifier's 0/1 grid: the value model's half of the reward is there
-    assert all(0.0 <= row["reward"] <= 1.5 for row in rows)
+    process = ProcessValueReward(str(value_dir))
+    for row in rows:  # each reward is the verifier's plus half the value model's, even where that is near 0 (the
+        # model knows code, not sums: on some paths all its values here lie within 1e-6 of 0)
+        task = Task(row["prompt"], row["answer"], row["family"], row["level"], "")
+        verified = get_family(row["family"]).score(task, row["completion"])
+        (value,) = process(task, [row["completion"]])
+        assert value > 0 and row["reward"] - verified == pytest.approx(0.5 * value, rel=1e-2)
 
 
 @pytest.mark.slow
