@@ -64,8 +64,8 @@ def main() -> None:
     capped = tuple(f"control.{key}={cap}" for key, cap in caps.items())
     arms = [Arm("without", capped), *(Arm(name, (*capped, *STRATEGIES[name])) for name in args.strategies)]
     runs = run_arms(arms, budget, runs_dir_from(args, "strategies"))
-    without = Measure([run for run in runs if run.arm.name == "without"])
-    arm_runs = {name: [run for run in runs if run.arm.name == name] for name in args.strategies}
+    arm_runs = {arm.name: [run for run in runs if run.arm.name == arm.name] for arm in arms}
+    without = Measure(arm_runs["without"])
     comparisons = [compare(f"{name}_vs_without", without, Measure(arm_runs[name], RECORDS.get(name, "eval_after")))
                    for name in args.strategies]
     comparisons += [compare(f"{name}_vs_its_weights", Measure(arm_runs[name]), Measure(arm_runs[name], records))
