@@ -15,12 +15,16 @@ booking task to train on).
     python bench/web_agent.py --steps 5 --seeds 3 --heldout 32 generate.env=web_browser
     python bench/web_agent.py --no-operator --success-only --steps 30 --heldout 60 "curriculum.levels=[1]" ...
     python bench/web_agent.py --no-operator --demonstrations --steps 40 --heldout 60 "curriculum.levels=[1]" ...
+    python bench/web_agent.py --no-operator --memory --steps 20 --heldout 60 "curriculum.levels=[1]" ...
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
 trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), with
 ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
 trained as the recipe says otherwise), and with ``--demonstrations`` demonstrations_vs_without (the recipe's
 guided rollouts, where half of each step's tasks, a share decaying by 0.9 a step, are failed tasks again with one
-episode playing the task's scripted solution, against the recipe with them off).
+episode playing the task's scripted solution, against the recipe with them off), and with ``--memory``
+memory_vs_without (the same trained agents answering each held-out task again with their 2 nearest solved
+training tasks' actions before it, ``curriculum.memory.at_eval`` with ``fraction`` 0: the memory only banks
+during training, so the weights are the runs' own and the comparison is paired by seed and task).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ SUCCESS_ONLY = Arm("success_only", ("filter.rewards=[{name: web_success}]",), RE
 # the guided rollouts' ablation (--demonstrations): no failed task comes back with its scripted solution played
 WITHOUT_DEMONSTRATIONS = Arm("without_demonstrations", ("curriculum.hints.fraction=0",), RECIPE)
 OPERATOR = Arm("trained", ("eval.agent=operator",), RECIPE)  # the same runs' settings, the operator agent
+# --memory: the trained arm also keeps what it solved in training and answers the held-out set again with it
+REMEMBERING = Arm("trained", ("curriculum.memory.at_eval=true",), RECIPE)
 
 
 def valid_share(records: list[dict]) -> float:
@@ -79,12 +85,16 @@ def main() -> None:
     parser.add_argument("--no-operator", action="store_true",
                         help="skip the operator agent's evaluations (four roles a turn: the longest part after "
                              "training)")
+    parser.add_argument("--memory", action="store_true",
+                        help="the trained runs also answer the held-out set with their memory of solved training "
+                             "tasks (the same weights: no further training)")
     args = parser.parse_args()
     budget = budget_from(args)
-    arms = [TRAINED, *([SUCCESS_ONLY] if args.success_only else []),
+    trained = REMEMBERING if args.memory else TRAINED
+    arms = [trained, *([SUCCESS_ONLY] if args.success_only else []),
             *([WITHOUT_DEMONSTRATIONS] if args.demonstrations else [])]
     runs = run_arms(arms, budget, runs_dir_from(args, "web-agent"))
-    hybrid = [run for run in runs if run.arm == TRAINED]
+    hybrid = [run for run in runs if run.arm == trained]
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
     extra = {}
     if not args.no_operator:
@@ -99,6 +109,8 @@ def main() -> None:
     if args.demonstrations:
         unguided = [run for run in runs if run.arm == WITHOUT_DEMONSTRATIONS]
         comparisons.append(compare("demonstrations_vs_without", Measure(unguided), Measure(hybrid)))
+    if args.memory:
+        comparisons.append(compare("memory_vs_without", Measure(hybrid), Measure(hybrid, "eval_after_memory")))
     report("web_agent", runs, comparisons, budget, args.results_dir, extra)
 
 

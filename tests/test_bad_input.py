@@ -160,7 +160,9 @@ OVERRIDES = [
     (["selfplay.opponent=frozen"], "selfplay.opponent=frozen needs generate.mode=selfplay"),
     (["dist.async_steps=1"], "dist.async_steps needs dist.rollout_workers >= 1"),
     (["value.decodings=[beam]"], "unknown decoding 'beam' in value.decodings"),
-    (["curriculum.memory.at_eval=true"], "curriculum.memory.at_eval must come with curriculum.memory.fraction > 0"),
+    (["generate.mode=selfplay", "generate.env=textarena", "curriculum.memory.at_eval=true"],
+     "curriculum.memory.at_eval writes into the questions that generate.mode sample, tree, partial, episode or "
+     "discussion answers, not selfplay: turn it off"),
     (["value.enabled=true", "train.export_model=false"],
      "train.export_model=false writes none: set train.export_model=true or value.base_model=<model directory>"),
     (["dist.env_workers=1"], "generate.mode=sample has none"),

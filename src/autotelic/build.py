@@ -84,7 +84,7 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
         hints = cur.hints
         curriculum = HintCurriculum(curriculum, hints.column, hints.fraction, hints.share, hints.decay,
                                     hints.max_reward, hints.mode, hints.stuck_window)
-    if cur.memory.fraction > 0:
+    if cur.memory.fraction > 0 or cur.memory.at_eval:
         memory = cur.memory
         curriculum = MemoryCurriculum(curriculum, memory.fraction, memory.examples, memory.min_reward,
                                       memory.capacity, memory.max_chars, seed=seed)

@@ -131,7 +131,8 @@ class MemoryConfig:
     before the questions of later, similar problems as worked examples."""
 
     fraction: float = 0.0
-    """Share of each step's tasks served with examples from the memory (0 disables)."""
+    """Share of each step's tasks served with examples from the memory (0: none; with ``at_eval`` the memory
+    still banks, so training is the same as without it and only the held-out set is answered with it)."""
     examples: int = 2
     """Solved problems shown per served task: the most similar questions (cosine of word counts)."""
     min_reward: float = 1.0
@@ -147,8 +148,6 @@ class MemoryConfig:
 
     def problems(self, key: str) -> list[str]:
         return [*fraction(f"{key}.fraction", self.fraction), *count(f"{key}.examples", self.examples),
-                *rule(not self.at_eval or self.fraction > 0, f"{key}.at_eval", self.at_eval,
-                      f"come with {key}.fraction > 0 (a run without memory banks nothing to recall)"),
                 *finite(f"{key}.min_reward", self.min_reward), *count(f"{key}.capacity", self.capacity),
                 *count(f"{key}.max_chars", self.max_chars)]
 
@@ -188,7 +187,7 @@ class CurriculumConfig:
     hints: HintConfig = field(default_factory=HintConfig)
     """Guided rollouts from reference solutions (off unless hints.fraction > 0)."""
     memory: MemoryConfig = field(default_factory=MemoryConfig)
-    """Memory replay of solved problems as worked examples (off unless memory.fraction > 0)."""
+    """Memory replay of solved problems as worked examples (off unless memory.fraction > 0 or memory.at_eval)."""
     failure_fraction: float = 0.0
     """WebRL-style: share of each step's tasks made from failed ones, cut at the first progress milestone
     no sample reached (web tasks; 0 disables)."""

@@ -11,7 +11,9 @@ The examples are prompt, never trained on; the base curriculum observes only the
 ``memory/*`` (bank size, tasks served, the mean reward of served and of plain groups this step).
 
 With ``at_eval`` the trained run is also evaluated as a deployed agent keeping this memory would be: each held-out
-question served with its nearest banked training problems (``recall``), beside the weights-only accuracy.
+question served with its nearest banked training problems (``recall``), beside the weights-only accuracy. With
+``fraction`` 0 the memory only banks, so training is exactly the run's without memory (Agent Workflow Memory's
+setting: experience kept for deployment). An episode is remembered as the actions its environment read.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from autotelic.curricula.base import Curriculum, CurriculumWrapper, annotated
 from autotelic.curricula.rngstate import rng_state, set_rng_state
-from autotelic.types import Group, Task
+from autotelic.types import Group, Sample, Task
 
 _WORD = re.compile(r"[a-z]+|\d+|[^\sa-z\d]", re.IGNORECASE)
 
@@ -37,6 +39,15 @@ def bag_of_words(text: str) -> Counter[str]:
 def cosine(a: Counter[str], b: Counter[str]) -> float:
     dot = sum(count * b[word] for word, count in a.items())
     return dot / math.sqrt(sum(c * c for c in a.values()) * sum(c * c for c in b.values()) or 1.0)
+
+
+def remembered(task: Task, sample: Sample) -> str:
+    """What the memory keeps of a solving sample: an episode's actions as the environment read them (its
+    canonical form, one a line: the policy's turns around them may ramble), else the whole reply."""
+    actions = [step["action"] for step in sample.info.get("steps", []) if step.get("action")]
+    if actions:
+        return "\n".join(task.full_response(" " + action) for action in actions)
+    return task.full_response(sample.text).strip()
 
 
 def with_examples(task: Task, examples: list[tuple[str, str]]) -> Task:
@@ -93,7 +104,7 @@ class MemoryCurriculum(CurriculumWrapper):
                 continue
             best = max(group.samples, key=lambda s: s.reward or 0.0)
             self.bank.pop(group.task.prompt, None)
-            self.bank[group.task.prompt] = group.task.full_response(best.text).strip()[:self.max_chars]
+            self.bank[group.task.prompt] = remembered(group.task, best)[:self.max_chars]
             while len(self.bank) > self.capacity:
                 self.bank.popitem(last=False)
         metrics.update({"memory/size": float(len(self.bank)), "memory/served_total": float(self.served)})

@@ -100,10 +100,12 @@ def refuse_remote(config: RunConfig) -> list[str]:
 def refuse_question_notes(config: RunConfig) -> list[str]:
     """For modes whose tasks are not questions the policy answers (games, proposals): nowhere to write a hint or
     a remembered example."""
-    written = [key for key, share in (("curriculum.hints.fraction", config.curriculum.hints.fraction),
-                                      ("curriculum.memory.fraction", config.curriculum.memory.fraction)) if share]
-    return [f"{key} writes into the questions that generate.mode sample, tree, partial, episode or discussion "
-            f"answers, not {config.generate.mode}: set it to 0" for key in written]
+    cur = config.curriculum
+    written = [f"{key} writes" for key, share in (("curriculum.hints.fraction", cur.hints.fraction),
+                                                  ("curriculum.memory.fraction", cur.memory.fraction)) if share]
+    written += ["curriculum.memory.at_eval writes"] if cur.memory.at_eval else []
+    return [f"{key} into the questions that generate.mode sample, tree, partial, episode or discussion answers, "
+            f"not {config.generate.mode}: turn it off" for key in written]
 
 
 def needs_env(config: RunConfig, example: str) -> list[str]:
