@@ -104,3 +104,33 @@ def test_a_run_banks_solved_problems_and_serves_them_in_later_prompts(tmp_path):
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"reward/mean"' in line]
     assert len(steps) == 3 and steps[2]["memory/size"] >= steps[1]["memory/size"]  # the bank came back
     assert steps[2]["memory/served_total"] > steps[1]["memory/served_total"] > 0
+
+
+@pytest.mark.slow
+def test_a_memory_kept_only_for_deployment_leaves_training_as_it_was(tmp_path):
+    """``at_eval`` with ``fraction`` 0 banks what the run solves but serves none of it in training: the run's
+    steps and weights-only held-out answers are the run's without memory, and only the held-out set is answered
+    again with the bank's examples."""
+    from autotelic.loading import load_config
+    from autotelic.trainer import train
+
+    overrides = ["curriculum.families=[compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=2",
+                 "train.steps=2", "control.tasks_per_step=4", "generate.group_size=4", "control.max_new_tokens=12",
+                 "curriculum.memory.min_reward=0.5", "filter.drop_zero_variance=false", "model.lora=true",
+                 "logging.progress=false", "train.export_model=false", "logging.report=false",
+                 f"logging.runs_dir={tmp_path}"]
+    kept = train(load_config(None, [*overrides, "logging.run_name=kept", "curriculum.memory.at_eval=true"]))
+    plain = train(load_config(None, [*overrides, "logging.run_name=plain"]))
+
+    def read(run: str, name: str) -> list[dict]:
+        return [json.loads(line) for line in (tmp_path / run / f"{name}.jsonl").read_text().splitlines()]
+
+    for name in ("rollouts", "eval_after"):
+        assert read("kept", name) == read("plain", name)
+    losses = [[(m["train/loss"], m["train/grad_norm"]) for m in read(run, "metrics") if "train/loss" in m]
+              for run in ("kept", "plain")]
+    assert losses[0] and losses[0] == losses[1]
+    steps = [m for m in read("kept", "metrics") if "memory/size" in m]
+    assert steps[-1]["memory/size"] >= 1 and steps[-1]["memory/served_total"] == 0
+    assert "memory_eval" not in plain and kept["memory_eval"]["served"] == 2  # compare questions: all alike
+    assert all(r["served_prompt"].startswith("Problems you solved before:") for r in read("kept", "eval_after_memory"))

@@ -121,12 +121,16 @@ def test_policy_episodes_on_the_sites(server, tmp_path):
 def test_a_demonstrated_task_has_one_episode_play_its_reference_with_the_policys_logprobs(server):
     """Guided rollouts by demonstration (curricula/hints.py): the group's first episode plays the task's scripted
     solution, a line a turn, and succeeds; its action tokens carry their log-probs under the policy (as sampled
-    tokens carry theirs), its observations none; the other episodes are sampled as usual."""
+    tokens carry theirs), its observations none; the other episodes are sampled as usual. Memory replay banks the
+    solving episode as its actions."""
     import torch
 
     from autotelic.backends.hf import HFPolicy
     from autotelic.config import ModelConfig
+    from autotelic.curricula.bandit import BanditCurriculum
     from autotelic.curricula.hints import demonstrated
+    from autotelic.curricula.memory import MemoryCurriculum
+    from autotelic.heldout import HeldOut
     from autotelic.rollout.generate import EpisodeSampler
 
     policy = HFPolicy(ModelConfig(threads=2))
@@ -148,6 +152,12 @@ def test_a_demonstrated_task_has_one_episode_play_its_reference_with_the_policys
     assert own and all(lp < 0 and lp == pytest.approx(e, abs=1e-4) for lp, e in own)
     assert all(lp == 0.0 for lp, m in zip(shown.logprobs, shown.mask) if not m)
     assert all(s.info["turns"] >= 1 and len([m for m in s.mask if m]) <= 12 * s.info["turns"] for s in sampled)
+    # memory replay keeps a solving episode as the actions the environment read, one a line
+    memory = MemoryCurriculum(BanditCurriculum(["web_shop"], [1], seed=0, heldout=HeldOut(())), fraction=0.0)
+    for sample in group.samples:
+        sample.reward = 1.0 if sample is shown else 0.0
+    memory.observe([group])
+    assert memory.bank == {question.prompt: "\n".join(f"Action: {parse_action(a)}" for a in solution.splitlines())}
 
 
 @pytest.mark.slow
