@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from rows import verified
 
 from autotelic.config import ConfigError
 from autotelic.loading import load_config
-from autotelic.tasks import get_family
 from autotelic.checks import TrainingError
 from autotelic.run_state import new_run_dir
 from autotelic.trainer import Trainer
-from autotelic.types import Task
 from autotelic.win_rate import OPEN_PROMPTS
 
 pytestmark = pytest.mark.slow
@@ -38,11 +37,6 @@ def _instructions(tmp_path: Path) -> Path:
     instructions = tmp_path / "instructions.jsonl"
     instructions.write_text("".join(json.dumps({"prompt": prompt}) + "\n" for prompt in OPEN_PROMPTS[:4]))
     return instructions
-
-
-def _verifier(row: dict) -> float:
-    task = Task(prompt=row["prompt"], answer=row["answer"], family=row["family"], level=row["level"], uid="")
-    return get_family(row["family"]).score(task, row["completion"])
 
 
 def _run(tmp_path: Path, name: str, options: list[str], steps: int = 2, recipe: str | None = None,
@@ -221,7 +215,7 @@ def test_dr_grpo_with_summed_rewards_and_rest_selection(tmp_path):
         "generate.temperature=1.0", "control.tasks_per_step=4"])
     for row in rollouts:
         excess = max(0, len(row["completion"]) - 2)
-        expected = _verifier(row) + 0.5 * -min(1.0, excess / 2)
+        expected = verified(row) + 0.5 * -min(1.0, excess / 2)
         assert row["reward"] == pytest.approx(expected)
     assert all(r["filter"] in ("kept", "low_std", "low_value") for r in rollouts)
     kept = {r["prompt"] for r in rollouts if r["kept"]}

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from rows import row_task, verified
 
 from autotelic.rewards.process_value import ProcessValueReward, step_prefixes
-from autotelic.tasks import get_family
 from autotelic.types import Task
 
 
@@ -70,10 +70,8 @@ def test_a_run_trains_with_the_process_reward_beside_the_verifier(value_dir, tmp
     process = ProcessValueReward(str(value_dir))
     for row in rows:  # each reward is the verifier's plus half the value model's, even where that is near 0 (the
         # model knows code, not sums: on some paths all its values here lie within 1e-6 of 0)
-        task = Task(row["prompt"], row["answer"], row["family"], row["level"], "")
-        verified = get_family(row["family"]).score(task, row["completion"])
-        (value,) = process(task, [row["completion"]])
-        assert value > 0 and row["reward"] - verified == pytest.approx(0.5 * value, rel=1e-2)
+        (value,) = process(row_task(row), [row["completion"]])
+        assert value > 0 and row["reward"] - verified(row) == pytest.approx(0.5 * value, rel=1e-2)
 
 
 @pytest.mark.slow

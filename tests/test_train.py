@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from rows import verified
 
 import autotelic
 
 from autotelic.config import to_dict
 from autotelic.loading import load_config
-from autotelic.tasks import get_family
 from autotelic.text import first_integer_matches
 from autotelic.checks import TrainingError
 from autotelic.run_state import new_run_dir
@@ -31,13 +31,6 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def _score(row: dict) -> float:
-    from autotelic.types import Task
-
-    task = Task(prompt=row["prompt"], answer=row["answer"], family=row["family"], level=row["level"], uid="")
-    return get_family(row["family"]).score(task, row["completion"])
-
-
 def test_short_run_records_true_numbers_and_updates_weights(tmp_path, embedded_dir):
     from transformers import AutoModelForCausalLM
 
@@ -49,7 +42,7 @@ def test_short_run_records_true_numbers_and_updates_weights(tmp_path, embedded_d
     for tag in ("before", "after"):
         records = _rows(run_dir / f"eval_{tag}.jsonl")
         assert len(records) == summary["heldout_tasks"] == 6
-        assert all(r["reward"] == _score(r) for r in records)
+        assert all(r["reward"] == verified(r) for r in records)
         assert summary[f"eval_{tag}"]["accuracy"] == pytest.approx(sum(r["reward"] for r in records) / 6)
 
     metrics, rollouts = _rows(run_dir / "metrics.jsonl"), _rows(run_dir / "rollouts.jsonl")
