@@ -24,7 +24,9 @@ guided rollouts, where half of each step's tasks, a share decaying by 0.9 a step
 episode playing the task's scripted solution, against the recipe with them off), and with ``--memory``
 memory_vs_without (the same trained agents answering each held-out task again with their 2 nearest solved
 training tasks' actions before it, ``curriculum.memory.at_eval`` with ``fraction`` 0: the memory only banks
-during training, so the weights are the runs' own and the comparison is paired by seed and task).
+during training, so the weights are the runs' own and the comparison is paired by seed and task), and with
+``--memory-replay`` memory_replay_vs_without (memory replay in training too, ``fraction`` 0.5, answered with its
+memory) and memory_replay_weights_vs_without (the same runs' weights alone).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ WITHOUT_DEMONSTRATIONS = Arm("without_demonstrations", ("curriculum.hints.fracti
 OPERATOR = Arm("trained", ("eval.agent=operator",), RECIPE)  # the same runs' settings, the operator agent
 # --memory: the trained arm also keeps what it solved in training and answers the held-out set again with it
 REMEMBERING = Arm("trained", ("curriculum.memory.at_eval=true",), RECIPE)
+# --memory-replay: memory replay in training too, half of each step's tasks served their 2 nearest solved tasks
+MEMORY_REPLAY = Arm("memory_replay", ("curriculum.memory.fraction=0.5", "curriculum.memory.at_eval=true"), RECIPE)
 
 
 def valid_share(records: list[dict]) -> float:
@@ -88,11 +92,15 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true",
                         help="the trained runs also answer the held-out set with their memory of solved training "
                              "tasks (the same weights: no further training)")
+    parser.add_argument("--memory-replay", action="store_true",
+                        help="also train with memory replay (half of each step's tasks served solved ones) and "
+                             "answer the held-out set with that memory (same steps, samples)")
     args = parser.parse_args()
     budget = budget_from(args)
     trained = REMEMBERING if args.memory else TRAINED
     arms = [trained, *([SUCCESS_ONLY] if args.success_only else []),
-            *([WITHOUT_DEMONSTRATIONS] if args.demonstrations else [])]
+            *([WITHOUT_DEMONSTRATIONS] if args.demonstrations else []),
+            *([MEMORY_REPLAY] if args.memory_replay else [])]
     runs = run_arms(arms, budget, runs_dir_from(args, "web-agent"))
     hybrid = [run for run in runs if run.arm == trained]
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
@@ -111,6 +119,10 @@ def main() -> None:
         comparisons.append(compare("demonstrations_vs_without", Measure(unguided), Measure(hybrid)))
     if args.memory:
         comparisons.append(compare("memory_vs_without", Measure(hybrid), Measure(hybrid, "eval_after_memory")))
+    if args.memory_replay:
+        replayed = [run for run in runs if run.arm == MEMORY_REPLAY]
+        comparisons += [compare("memory_replay_vs_without", Measure(hybrid), Measure(replayed, "eval_after_memory")),
+                        compare("memory_replay_weights_vs_without", Measure(hybrid), Measure(replayed))]
     report("web_agent", runs, comparisons, budget, args.results_dir, extra)
 
 
