@@ -101,11 +101,11 @@ def refuse_question_notes(config: RunConfig) -> list[str]:
     """For modes whose tasks are not questions the policy answers (games, proposals): nowhere to write a hint or
     a remembered example."""
     cur = config.curriculum
-    written = [f"{key} writes" for key, share in (("curriculum.hints.fraction", cur.hints.fraction),
-                                                  ("curriculum.memory.fraction", cur.memory.fraction)) if share]
-    written += ["curriculum.memory.at_eval writes"] if cur.memory.at_eval else []
-    return [f"{key} into the questions that generate.mode sample, tree, partial, episode or discussion answers, "
-            f"not {config.generate.mode}: turn it off" for key in written]
+    written = [key for key, on in (("curriculum.hints.fraction", cur.hints.fraction),
+                                   ("curriculum.memory.fraction", cur.memory.fraction),
+                                   ("curriculum.memory.at_eval", cur.memory.at_eval)) if on]
+    return [f"{key} writes into the questions that generate.mode sample, tree, partial, episode or discussion "
+            f"answers, not {config.generate.mode}: turn it off" for key in written]
 
 
 def needs_env(config: RunConfig, example: str) -> list[str]:
