@@ -79,6 +79,8 @@ class MemoryCurriculum(CurriculumWrapper):
         if not self.bank:
             return tasks
         chosen = set(self.rng.sample(range(len(tasks)), round(self.fraction * len(tasks))))
+        if not chosen:  # fraction 0 (a memory kept for evaluation): nothing to recall, no bank to read each step
+            return tasks
         recalled = self.recall([task for index, task in enumerate(tasks) if index in chosen])
         self.served += sum(task.meta.get("memory", False) for task in recalled)
         served = iter(recalled)
