@@ -16,6 +16,7 @@ booking task to train on).
     python bench/web_agent.py --no-operator --success-only --steps 30 --heldout 60 "curriculum.levels=[1]" ...
     python bench/web_agent.py --no-operator --demonstrations --steps 40 --heldout 60 "curriculum.levels=[1]" ...
     python bench/web_agent.py --no-operator --memory --memory-replay --steps 20 --heldout 60 "curriculum.levels=[1]" ...
+    python bench/web_agent.py --no-operator --process-reward --steps 20 "filter.rewards=[{name: web_success}]"
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
 trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), with
 ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
@@ -26,7 +27,10 @@ memory_vs_without (the same trained agents answering each held-out task again wi
 training tasks' actions before it, ``curriculum.memory.at_eval`` with ``fraction`` 0: the memory only banks
 during training, so the weights are the runs' own and the comparison is paired by seed and task), and with
 ``--memory-replay`` memory_replay_vs_without (memory replay in training too, ``fraction`` 0.5, answered with its
-memory) and memory_replay_weights_vs_without (the same runs' weights alone).
+memory) and memory_replay_weights_vs_without (the same runs' weights alone), and with ``--process-reward``
+process_reward_vs_without (the success check plus the decision tree's per-step values and milestone credit, each
+turn credited with its return, against the trained arm, which the overrides reward with the success check alone;
+the arms' update compute differs at equal samples: no group of the process reward has zero spread to skip).
 """
 
 from __future__ import annotations
@@ -52,6 +56,10 @@ OPERATOR = Arm("trained", ("eval.agent=operator",), RECIPE)  # the same runs' se
 REMEMBERING = Arm("trained", ("curriculum.memory.at_eval=true",), RECIPE)
 # --memory-replay: memory replay in training too, half of each step's tasks served their 2 nearest solved tasks
 MEMORY_REPLAY = Arm("memory_replay", ("curriculum.memory.fraction=0.5", "curriculum.memory.at_eval=true"), RECIPE)
+# --process-reward: the recipe's rule-based process reward (decision tree per step, milestone credit, turn credit)
+# with the success check and without the judge, against the trained arm rewarded as the bench's overrides say
+PROCESS_REWARD = Arm("process_reward", ("filter.rewards=[{name: web_success}, {name: web_progress, options: "
+                                        "{step_penalty: 0.1, milestone_weight: 0.5}}]",), RECIPE)
 
 
 def valid_share(records: list[dict]) -> float:
@@ -95,12 +103,15 @@ def main() -> None:
     parser.add_argument("--memory-replay", action="store_true",
                         help="also train with memory replay (half of each step's tasks served solved ones) and "
                              "answer the held-out set with that memory (same steps, samples)")
+    parser.add_argument("--process-reward", action="store_true",
+                        help="also train with the rule-based process reward added to the success check, no judge "
+                             "(same steps, samples)")
     args = parser.parse_args()
     budget = budget_from(args)
     trained = REMEMBERING if args.memory else TRAINED
     arms = [trained, *([SUCCESS_ONLY] if args.success_only else []),
             *([WITHOUT_DEMONSTRATIONS] if args.demonstrations else []),
-            *([MEMORY_REPLAY] if args.memory_replay else [])]
+            *([MEMORY_REPLAY] if args.memory_replay else []), *([PROCESS_REWARD] if args.process_reward else [])]
     runs = run_arms(arms, budget, runs_dir_from(args, "web-agent"))
     hybrid = [run for run in runs if run.arm == trained]
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
@@ -123,6 +134,9 @@ def main() -> None:
         replayed = [run for run in runs if run.arm == MEMORY_REPLAY]
         comparisons += [compare("memory_replay_vs_without", Measure(hybrid), Measure(replayed, "eval_after_memory")),
                         compare("memory_replay_weights_vs_without", Measure(hybrid), Measure(replayed))]
+    if args.process_reward:
+        shaped = [run for run in runs if run.arm == PROCESS_REWARD]
+        comparisons.append(compare("process_reward_vs_without", Measure(hybrid), Measure(shaped)))
     report("web_agent", runs, comparisons, budget, args.results_dir, extra)
 
 
