@@ -193,3 +193,20 @@ def test_a_random_shape_has_its_architectures_size_and_an_unknown_one_is_named()
     assert model.config.vocab_size == model.get_input_embeddings().num_embeddings == 49152  # the embedded tokenizer's
     with pytest.raises(ModelFileError, match="random:llama-70b: unknown shape; known: qwen2-0.5b"):
         resolve_model_dir("random:llama-70b")
+
+
+def test_runs_started_together_on_a_fresh_cache_convert_the_embedded_model_once(tmp_path):
+    """A bench's parallel arms start at once: on a fresh cache each used to clear the other's half-saved copy."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AUTOTELIC_CACHE": str(tmp_path)}
+    code = "from autotelic.backends.embedded import embedded_model_dir; print(embedded_model_dir())"
+    runs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(3)]
+    outputs = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], [err[-500:] for _, err in outputs]
+    model_dir = tmp_path / "models" / outputs[0][0].strip().rsplit("/", 1)[-1]
+    assert {out.strip() for out, _ in outputs} == {str(model_dir)}
+    assert sorted(p.name for p in model_dir.parent.iterdir()) == sorted([model_dir.name, f"{model_dir.name}.lock"])

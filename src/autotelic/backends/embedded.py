@@ -10,6 +10,7 @@ at a target size where no such model ships as a file (it learns the tasks no bet
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -74,16 +75,26 @@ def embedded_gguf() -> Path:
 def _cached_model_dir(name: str, build: Callable[[], tuple[Any, Any]]) -> Path:
     """The cache's Hugging Face directory ``name``, saved from ``build()``'s (model, tokenizer) on first use."""
     target = cache_root() / "models" / name
-    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+    if _complete(target):
         return target
-    model, tokenizer = build()
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)  # atomic: a killed build never leaves a half-written cache
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # runs started side by side on a fresh cache (a bench's parallel arms) build it once: the others wait here
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _complete(target):
+            return target
+        model, tokenizer = build()
+        staging = target.with_name(target.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)  # atomic: a killed build never leaves a half-written cache
     return target
+
+
+def _complete(model_dir: Path) -> bool:
+    return (model_dir / "config.json").is_file() and (model_dir / "model.safetensors").is_file()
 
 
 def embedded_model_dir() -> Path:
