@@ -156,6 +156,11 @@ OVERRIDES = [
     (["algorithm.name=offline_dpo"], "algorithm.name=offline_dpo needs algorithm.dataset"),
     (["filter.rewards=[{name: vibes}]"], "unknown reward 'vibes' in filter.rewards; valid:"),
     (["curriculum.name=test_time"], "curriculum.name=test_time trains on the held-out prompts"),
+    (["curriculum.name=test_time", "filter.rewards=[{name: majority_vote}]", "curriculum.memory.at_eval=true"],
+     "curriculum.name=test_time trains on the held-out prompts as they are, so curriculum.memory.at_eval would be "
+     "ignored: turn it off or pick another curriculum"),
+    (["curriculum.name=test_time", "filter.rewards=[{name: majority_vote}]", "curriculum.prefixes.iteration_steps=2"],
+     "so curriculum.prefixes.iteration_steps would be ignored"),
     (["curriculum.evolve.every=2"], "evolves the prompt pool of curriculum.name=regret"),
     (["selfplay.opponent=frozen"], "selfplay.opponent=frozen needs generate.mode=selfplay"),
     (["dist.async_steps=1"], "dist.async_steps needs dist.rollout_workers >= 1"),

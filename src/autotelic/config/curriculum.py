@@ -202,4 +202,15 @@ class CurriculumConfig:
                 *band(f"{key}.gate", self.gate), *self.evolve.problems(f"{key}.evolve"),
                 *self.prefixes.problems(f"{key}.prefixes"), *self.hints.problems(f"{key}.hints"),
                 *self.memory.problems(f"{key}.memory"),
-                *fraction(f"{key}.failure_fraction", self.failure_fraction)]
+                *fraction(f"{key}.failure_fraction", self.failure_fraction), *self._test_time_problems(key)]
+
+    def _test_time_problems(self, key: str) -> list[str]:
+        """test_time's pool is the held-out prompts as they are: no wrapper may rewrite or add to them."""
+        if self.name != "test_time":
+            return []
+        prefixes = self.prefixes
+        wrappers = {"prefixes.fraction": prefixes.fraction, "prefixes.iteration_steps": prefixes.iteration_steps,
+                    "hints.fraction": self.hints.fraction, "memory.fraction": self.memory.fraction,
+                    "memory.at_eval": self.memory.at_eval, "failure_fraction": self.failure_fraction}
+        return [f"{key}.name=test_time trains on the held-out prompts as they are, so {key}.{option} would be "
+                f"ignored: turn it off or pick another curriculum" for option, on in wrappers.items() if on]
