@@ -161,6 +161,14 @@ OVERRIDES = [
      "ignored: turn it off or pick another curriculum"),
     (["curriculum.name=test_time", "filter.rewards=[{name: majority_vote}]", "curriculum.prefixes.iteration_steps=2"],
      "so curriculum.prefixes.iteration_steps would be ignored"),
+    (["generate.mode=episode", "generate.env=guess_number", "episode.tree_roots=8"],
+     "episode.tree_roots=8 starts as many episodes as generate.group_size=8 holds, so the tree would copy none: set "
+     "it below 8, or 0 for no tree"),
+    (["episode.tree_roots=2", "episode.max_turns=3", "episode.branch_turns=[2, 1]"],
+     "episode.branch_turns must be increasing turn counts from 1 to episode.max_turns - 1 = 2, got [2, 1]"),
+    (["episode.tree_roots=2", "episode.max_turns=3", "episode.branch_turns=[3]"], "got [3]"),
+    (["episode.tree_roots=2"], "episode.tree_roots branches the episodes of generate.mode=episode, not sample: set "
+                               "episode.tree_roots=0"),
     (["curriculum.evolve.every=2"], "evolves the prompt pool of curriculum.name=regret"),
     (["selfplay.opponent=frozen"], "selfplay.opponent=frozen needs generate.mode=selfplay"),
     (["dist.async_steps=1"], "dist.async_steps needs dist.rollout_workers >= 1"),

@@ -144,6 +144,32 @@ def test_episodes_from_the_kept_cache_equal_episodes_computed_afresh_every_turn(
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-3)
 
 
+def test_an_episode_tree_refuses_an_environment_that_does_not_replay(policy):
+    """A tree's copy replays its parent's actions in a fresh environment; one that answers them differently (here it
+    counts every step across instances) would give the copy a history that never happened: the run stops."""
+    import itertools
+
+    from autotelic.envs import Step
+    from autotelic.rollout.episode_tree import EpisodeTree, ReplayError
+
+    steps = itertools.count()
+
+    class Drifting:
+        def reset(self, task):
+            return "Say a word."
+
+        def step(self, action):
+            return Step(f"Reading {next(steps)}. Say another word.", 0.0, False, {})
+
+        def close(self):
+            pass
+
+    sampler = EpisodeSampler(policy, Drifting, 1.0, max_turns=2, turn_tokens=4, tree=EpisodeTree(1, (1,)))
+    with pytest.raises(ReplayError, match="Drifting answered a replayed episode differently .*'Reading 1. .* "
+                                          "instead of 'Reading 0. .*set episode.tree_roots=0"):
+        sampler.generate(_tasks(1), 3, 32)
+
+
 def test_selfplay_keeps_a_transcript_per_player_hiding_the_other_card(policy):
     tasks = _tasks(4, "ta_kuhn_poker", 1)
     # 128 tokens leave the rambling base model room for a second move (after an invalid first one)

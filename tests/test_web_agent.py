@@ -161,6 +161,53 @@ def test_a_demonstrated_task_has_one_episode_play_its_reference_with_the_policys
 
 
 @pytest.mark.slow
+def test_episode_trees_copy_episodes_at_turn_boundaries_into_replayed_sites(server):
+    """episode.tree_roots: a group of 6 starts 2 episodes, holds 3 after the first turn and 6 after the second; a
+    copy shares its parent's turns and observations up to the branch point token for token (an episode already over
+    is copied whole), and one still going acts on from a fresh site replayed through the parent's actions, with its
+    own sampled log-probs. A demonstrated episode is one leaf, never copied."""
+    import torch
+
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import ModelConfig
+    from autotelic.curricula.hints import demonstrated
+    from autotelic.rollout.episode_tree import EpisodeTree
+    from autotelic.rollout.generate import EpisodeSampler
+
+    policy = HFPolicy(ModelConfig(threads=2), seed=0)
+    rng = random.Random(5)
+    question = next(t for t in (WEB_FAMILIES["web_shop"].generate(rng, 1) for _ in range(50)) if t.answer)
+    tasks = [family.generate(random.Random(3), 1) for family in WEB_FAMILIES.values()]
+    tasks.append(demonstrated(question, question.meta["columns"]["solution"]))
+    tree = EpisodeTree(roots=2, branch_turns=(1, 2))
+    assert [tree.leaves(6, 1), tree.leaves(6, 2)] == [3, 6]
+    groups = EpisodeSampler(policy, lambda: WebEnv("html", server), 1.0, 1.0, max_turns=3, turn_tokens=12,
+                            tree=tree).generate(tasks, 6, 768)
+    went_on = 0
+    for group in groups:
+        assert len(group.samples) == 6 and sum("forked" not in s.info for s in group.samples) == 2
+        assert sum(bool(s.info.get("demonstration")) for s in group.samples) == (group.task is tasks[-1])
+        for child in (s for s in group.samples if "forked" in s.info):
+            parent, after = group.samples[child.info["forked"]["from"]], child.info["forked"]["after_turn"]
+            assert not parent.info.get("demonstration")
+            over = parent.info["turns"] <= after or child.info["turns"] <= after
+            shared = len(parent.token_ids) if over else parent.info["turn_starts"][after]
+            assert child.token_ids[:shared] == parent.token_ids[:shared]
+            assert child.info["steps"][:after] == parent.info["steps"][:after]
+            if not over:  # acted on from the replayed site
+                went_on += 1
+                assert child.info["turns"] > after and len(child.info["steps"]) == child.info["turns"]
+        with torch.no_grad():
+            logprobs, _ = policy.completion_logprobs([group.prompt_ids], [s.token_ids for s in group.samples],
+                                                     [len(group.samples)], 1.0)
+        for row, sample in enumerate(group.samples):
+            mask = torch.tensor(sample.loss_mask(), dtype=torch.bool)
+            recorded = torch.tensor(sample.logprobs)[mask]
+            assert torch.allclose(logprobs[row, :len(sample.token_ids)][mask], recorded, atol=2e-3)
+    assert went_on > 0
+
+
+@pytest.mark.slow
 def test_the_operator_agent_plays_real_episodes_with_the_embedded_model_in_every_role(server):
     from autotelic.backends.hf import HFPolicy
     from autotelic.config import ModelConfig

@@ -170,6 +170,9 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         make_game_factory(config.generate.env)
     elif config.generate.env is not None:
         run_env_factory(config)
+    if config.episode.tree_roots and name != "episode":
+        problems.append(f"episode.tree_roots branches the episodes of generate.mode=episode, not {name}: set "
+                        "episode.tree_roots=0")
     if config.selfplay.opponent != "self" and not mode.games:
         problems.append(f"selfplay.opponent={config.selfplay.opponent} needs generate.mode=selfplay, not {name}")
     labelled = [r.name for r in config.filter.rewards if r.name in LABELLED_REWARDS]

@@ -18,6 +18,7 @@ from autotelic.config import ConfigError
 from autotelic.curricula import EmptyFamilyError, EmptyPoolError
 from autotelic.envs import UnknownEnvironmentError
 from autotelic.loading import load_config
+from autotelic.rollout.episode_tree import ReplayError
 from autotelic.tasks import UnknownFamilyError
 from autotelic.checks import TrainingError
 from autotelic.run_state import run_config_path
@@ -27,7 +28,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Language-model agents that improve themselves by reinforcement learning.")
 
 USER_ERRORS = (ConfigError, ModelFileError, TrainingError, EmptyFamilyError, EmptyPoolError, UnknownFamilyError,
-               UnknownEnvironmentError, PairsFileError, CheckpointError, FileNotFoundError)
+               UnknownEnvironmentError, PairsFileError, CheckpointError, ReplayError, FileNotFoundError)
 OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g. train.steps=30")
 
 

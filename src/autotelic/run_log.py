@@ -19,8 +19,8 @@ from autotelic.rollout.generate import EpisodeSampler, RolloutWorker
 from autotelic.rollout.propose import proposal_metrics
 from autotelic.types import Group
 
-# Sample facts rollouts.jsonl records when present: a self-play seat, a proposal, a discussion turn.
-LOGGED_INFO = ("player", "proposal", "looped", "demonstration", *DISCUSSION_INFO)
+# Sample facts rollouts.jsonl records when present: a self-play seat, a proposal, a discussion turn, a tree's copy.
+LOGGED_INFO = ("player", "proposal", "looped", "demonstration", "forked", *DISCUSSION_INFO)
 
 
 def group_metrics(groups: list[Group]) -> dict[str, float]:
@@ -39,6 +39,8 @@ def group_metrics(groups: list[Group]) -> dict[str, float]:
     if episodes:
         metrics["episode/turns"] = sum(s.info["turns"] for s in episodes) / len(episodes)
         metrics["episode/invalid_actions"] = sum(s.info["invalid_actions"] for s in episodes) / len(episodes)
+        if any("forked" in s.info for s in episodes):  # episode.tree_roots: the share that are copies
+            metrics["episode/copies"] = sum("forked" in s.info for s in episodes) / len(episodes)
         calls = sum(s.info.get("env", {}).get("tool_calls", 0) for s in episodes)
         if calls or any("tool_calls" in s.info.get("env", {}) for s in episodes):
             successes = sum(s.info["env"].get("tool_successes", 0) for s in episodes)

@@ -52,10 +52,20 @@ class EpisodeConfig:
     """Tokens per policy turn at most (e.g. one web action); None: the episode's remaining budget."""
     max_invalid: int | None = None
     """Early exit: an episode ends after this many invalid actions in a row (None: never)."""
+    tree_roots: int = 0
+    """generate.mode=episode, tree rollouts branching at turn boundaries: each group starts this many episodes and
+    copies them after each of ``branch_turns`` until it holds generate.group_size (siblings share their turns up
+    to the branch point; environments must replay deterministically). 0: every episode starts on its own."""
+    branch_turns: list[int] = field(default_factory=lambda: [1])
+    """tree_roots > 0: the turn counts after which a group's episodes are copied, each below max_turns."""
 
     def problems(self, key: str) -> list[str]:
+        turns = self.branch_turns
         return [*count(f"{key}.max_turns", self.max_turns), *count(f"{key}.turn_tokens", self.turn_tokens),
-                *count(f"{key}.max_invalid", self.max_invalid)]
+                *count(f"{key}.max_invalid", self.max_invalid), *at_least_zero(f"{key}.tree_roots", self.tree_roots),
+                *rule(not self.tree_roots or bool(turns) and turns == sorted(set(turns)) and 1 <= turns[0]
+                      and turns[-1] < self.max_turns, f"{key}.branch_turns", turns,
+                      f"be increasing turn counts from 1 to {key}.max_turns - 1 = {self.max_turns - 1}")]
 
 
 @dataclass

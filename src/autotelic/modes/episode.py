@@ -10,6 +10,7 @@ from autotelic.backends.hf import role_backend
 from autotelic.config import RunConfig
 from autotelic.modes.environments import env_factory, run_env_factory
 from autotelic.modes.registry import Built, Mode, needs_env, register_mode
+from autotelic.rollout.episode_tree import EpisodeTree
 from autotelic.rollout.generate import EpisodeSampler, RolloutWorker
 from autotelic.rollout.operator import ROLES, OperatorAgent
 
@@ -17,8 +18,10 @@ from autotelic.rollout.operator import ROLES, OperatorAgent
 def episodes(built: Built) -> EpisodeSampler:
     config = built.config
     gen, episode = config.generate, config.episode
+    tree = EpisodeTree(episode.tree_roots, tuple(episode.branch_turns)) if episode.tree_roots else None
     return EpisodeSampler(built.policy, env_factory(config, gen.env, gen.env_args), gen.temperature, gen.top_p,
-                          episode.max_turns, turn_tokens=episode.turn_tokens, max_invalid=episode.max_invalid)
+                          episode.max_turns, turn_tokens=episode.turn_tokens, max_invalid=episode.max_invalid,
+                          tree=tree)
 
 
 def heldout_agent(config: RunConfig, policy: PolicyBackend, temperature: float | None = None) -> RolloutWorker:
@@ -41,7 +44,10 @@ def operator(config: RunConfig, policy: PolicyBackend) -> OperatorAgent:
 
 
 def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
-    return needs_env(config, "guess_number")
+    roots, size = config.episode.tree_roots, config.generate.group_size
+    tree = ([f"episode.tree_roots={roots} starts as many episodes as generate.group_size={size} holds, so the tree "
+             f"would copy none: set it below {size}, or 0 for no tree"] if roots >= size else [])
+    return needs_env(config, "guess_number") + tree
 
 
 register_mode(Mode("episode", episodes, problems, holds_envs=lambda config: True, heldout_agent=heldout_agent))

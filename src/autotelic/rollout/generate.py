@@ -25,6 +25,7 @@ import torch
 
 from autotelic.backends import Completion, PolicyBackend, PrefixCache
 from autotelic.envs import Environment, Step, call_all
+from autotelic.rollout.episode_tree import EpisodeTree
 from autotelic.types import Group, Sample, Task
 
 
@@ -332,6 +333,8 @@ class EpisodeSampler:
     reuse_prefixes: bool = True
     """Each turn starts from its episode's KV cache after the last turn (``PrefixCache``); False recomputes the
     whole episode every turn (the same tokens: bench/episode_prefill.py measures the difference)."""
+    tree: EpisodeTree | None = None
+    """Tree rollouts: a group starts ``tree.roots`` episodes and copies them at turn boundaries (episode_tree.py)."""
 
     def _played(self, script: list[str]) -> Completion:
         """The demonstration's next action as a finished turn (its log-probs are filled in at the end)."""
@@ -340,10 +343,12 @@ class EpisodeSampler:
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         sizes = sizes_per_task(sizes, len(tasks))
-        envs = [[self.make_env() for _ in range(size)] for size in sizes]
+        starts = sizes if self.tree is None else [self.tree.starts(size) for size in sizes]
+        envs = [[self.make_env() for _ in range(n)] for n in starts]
         firsts = iter(call_all([(env, "reset", task) for task, group in zip(tasks, envs) for env in group]))
         groups, episodes = [], []
         scripts: dict[int, list[str]] = {}  # id(sample) -> the demonstration's actions still to play
+        sent: dict[int, list[str]] = {}  # id(sample) -> the actions its environment read (a tree's copies replay them)
         for task, group_envs in zip(tasks, envs):
             observations = [next(firsts) for _ in group_envs]  # the group's prompt is its first env's
             prompt = self.policy.encode_prompt(observations[0], task.response_prefix)
@@ -369,6 +374,7 @@ class EpisodeSampler:
                 cut_turns.append(not completion.finished and len(sample.token_ids) < max_new_tokens)
                 sample.finished = sample.finished or cut_turns[-1]  # only the episode's cap ends it mid-turn
                 actions.append((env, "step", prefix + self.policy.decode(turn_ids)))
+                sent.setdefault(id(sample), []).append(actions[-1][2])
             still = []
             for episode, cut_turn, result in zip(active, cut_turns, call_all(actions)):
                 _, sample, _, prefix = episode
@@ -380,10 +386,13 @@ class EpisodeSampler:
                                    response_prefix=prefix, max_tokens=max_new_tokens):
                     still.append(episode)
             active = still
+            if self.tree is not None and turn + 1 in self.tree.branch_turns:
+                active = self.tree.branch(turn + 1, groups, sizes, episodes, active, sent, set(scripts), self.make_env)
         played = [(prompt, sample) for _, sample, prompt, _ in episodes if id(sample) in scripts]
         if played:
             own_logprobs(self.policy, played, self.temperature)
         for env, sample, _, _ in episodes:
             set_own_text(self.policy, sample)
-            env.close()
+            if env is not None:  # a tree's copy of an episode already over has none
+                env.close()
         return groups
