@@ -17,6 +17,7 @@ booking task to train on).
     python bench/web_agent.py --no-operator --demonstrations --steps 40 --heldout 60 "curriculum.levels=[1]" ...
     python bench/web_agent.py --no-operator --memory --memory-replay --steps 20 --heldout 60 "curriculum.levels=[1]" ...
     python bench/web_agent.py --no-operator --process-reward --steps 20 "filter.rewards=[{name: web_success}]"
+    python bench/web_agent.py --no-operator --episode-tree --steps 20 "filter.rewards=[{name: web_success}]" ...
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
 trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), with
 ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
@@ -30,7 +31,10 @@ during training, so the weights are the runs' own and the comparison is paired b
 memory) and memory_replay_weights_vs_without (the same runs' weights alone), and with ``--process-reward``
 process_reward_vs_without (the success check plus the decision tree's per-step values and milestone credit, each
 turn credited with its return, against the trained arm, which the overrides reward with the success check alone;
-the arms' update compute differs at equal samples: no group of the process reward has zero spread to skip).
+the arms' update compute differs at equal samples: no group of the process reward has zero spread to skip), and
+with ``--episode-tree`` episode_tree_vs_without (tree rollouts at turn boundaries: each group starts half its
+episodes and copies them after the first turn, against independent episodes; equal episodes and updates, fewer
+decoded turns).
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ MEMORY_REPLAY = Arm("memory_replay", ("curriculum.memory.fraction=0.5", "curricu
 # with the success check and without the judge, against the trained arm rewarded as the bench's overrides say
 PROCESS_REWARD = Arm("process_reward", ("filter.rewards=[{name: web_success}, {name: web_progress, options: "
                                         "{step_penalty: 0.1, milestone_weight: 0.5}}]",), RECIPE)
+# --episode-tree: each group of 6 starts 3 episodes and copies each once after the first turn (rollout/episode_tree.py)
+EPISODE_TREE = Arm("episode_tree", ("episode.tree_roots=3", "episode.branch_turns=[1]"), RECIPE)
 
 
 def valid_share(records: list[dict]) -> float:
@@ -106,12 +112,15 @@ def main() -> None:
     parser.add_argument("--process-reward", action="store_true",
                         help="also train with the rule-based process reward added to the success check, no judge "
                              "(same steps, samples)")
+    parser.add_argument("--episode-tree", action="store_true",
+                        help="also train with tree rollouts branched after the first turn (same steps, episodes)")
     args = parser.parse_args()
     budget = budget_from(args)
     trained = REMEMBERING if args.memory else TRAINED
     arms = [trained, *([SUCCESS_ONLY] if args.success_only else []),
             *([WITHOUT_DEMONSTRATIONS] if args.demonstrations else []),
-            *([MEMORY_REPLAY] if args.memory_replay else []), *([PROCESS_REWARD] if args.process_reward else [])]
+            *([MEMORY_REPLAY] if args.memory_replay else []), *([PROCESS_REWARD] if args.process_reward else []),
+            *([EPISODE_TREE] if args.episode_tree else [])]
     runs = run_arms(arms, budget, runs_dir_from(args, "web-agent"))
     hybrid = [run for run in runs if run.arm == trained]
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
@@ -137,6 +146,9 @@ def main() -> None:
     if args.process_reward:
         shaped = [run for run in runs if run.arm == PROCESS_REWARD]
         comparisons.append(compare("process_reward_vs_without", Measure(hybrid), Measure(shaped)))
+    if args.episode_tree:
+        branched = [run for run in runs if run.arm == EPISODE_TREE]
+        comparisons.append(compare("episode_tree_vs_without", Measure(hybrid), Measure(branched)))
     report("web_agent", runs, comparisons, budget, args.results_dir, extra)
 
 

@@ -165,7 +165,7 @@ def test_episode_trees_copy_episodes_at_turn_boundaries_into_replayed_sites(serv
     """episode.tree_roots: a group of 6 starts 2 episodes, holds 3 after the first turn and 6 after the second; a
     copy shares its parent's turns and observations up to the branch point token for token (an episode already over
     is copied whole), and one still going acts on from a fresh site replayed through the parent's actions, with its
-    own sampled log-probs. A demonstrated episode is one leaf, never copied."""
+    own sampled log-probs. A demonstrated episode is one leaf besides the roots, never copied."""
     import torch
 
     from autotelic.backends.hf import HFPolicy
@@ -185,8 +185,9 @@ def test_episode_trees_copy_episodes_at_turn_boundaries_into_replayed_sites(serv
                             tree=tree).generate(tasks, 6, 768)
     went_on = 0
     for group in groups:
-        assert len(group.samples) == 6 and sum("forked" not in s.info for s in group.samples) == 2
-        assert sum(bool(s.info.get("demonstration")) for s in group.samples) == (group.task is tasks[-1])
+        demonstrated = group.task is tasks[-1]  # its demonstration is a leaf besides the 2 roots
+        assert len(group.samples) == 6 and sum("forked" not in s.info for s in group.samples) == 2 + demonstrated
+        assert sum(bool(s.info.get("demonstration")) for s in group.samples) == demonstrated
         for child in (s for s in group.samples if "forked" in s.info):
             parent, after = group.samples[child.info["forked"]["from"]], child.info["forked"]["after_turn"]
             assert not parent.info.get("demonstration")

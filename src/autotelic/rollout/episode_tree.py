@@ -9,7 +9,8 @@ parent's turns token for token, so their next turn is one prefill sampled severa
 siblings differ only after the branch point: at equal episodes a group decodes fewer turns than independent
 episodes, and siblings contrast the later actions from the same state (TreeRL's argument, at the granularity an
 agent acts in). Each episode trains as a whole sample: a shared turn is trained once per leaf that carries it, with
-that leaf's advantage. A demonstrated episode (``curricula/hints.py``) is one leaf and is never copied.
+that leaf's advantage. A demonstrated episode (``curricula/hints.py``) is one leaf besides the roots, never
+copied.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ class EpisodeTree:
     roots: int
     branch_turns: tuple[int, ...]
 
-    def starts(self, size: int) -> int:
-        return min(self.roots, size)
+    def starts(self, size: int, demonstrated: bool = False) -> int:
+        """Episodes a group starts: the roots, and a demonstration besides them (never copied, so it is no root)."""
+        return min(self.roots + demonstrated, size)
 
     def leaves(self, size: int, after: int) -> int:
         """The group's episodes after branch point ``after`` (a turn count): geometric from the roots to ``size``."""

@@ -343,7 +343,8 @@ class EpisodeSampler:
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         sizes = sizes_per_task(sizes, len(tasks))
-        starts = sizes if self.tree is None else [self.tree.starts(size) for size in sizes]
+        starts = sizes if self.tree is None else [self.tree.starts(size, bool(task.meta.get("demonstration")))
+                                                  for task, size in zip(tasks, sizes)]
         envs = [[self.make_env() for _ in range(n)] for n in starts]
         firsts = iter(call_all([(env, "reset", task) for task, group in zip(tasks, envs) for env in group]))
         groups, episodes = [], []
