@@ -66,6 +66,11 @@ PROCESS_REWARD = Arm("process_reward", ("filter.rewards=[{name: web_success}, {n
                                         "{step_penalty: 0.1, milestone_weight: 0.5}}]",), RECIPE)
 # --episode-tree: each group of 6 starts 3 episodes and copies each once after the first turn (rollout/episode_tree.py)
 EPISODE_TREE = Arm("episode_tree", ("episode.tree_roots=3", "episode.branch_turns=[1]"), RECIPE)
+# the arms a flag trains besides the recipe's: (flag, arm, comparison, whether the recipe's arm is its baseline)
+ABLATIONS = [("success_only", SUCCESS_ONLY, "hybrid_vs_success_only", False),
+             ("demonstrations", WITHOUT_DEMONSTRATIONS, "demonstrations_vs_without", False),
+             ("process_reward", PROCESS_REWARD, "process_reward_vs_without", True),
+             ("episode_tree", EPISODE_TREE, "episode_tree_vs_without", True)]
 
 
 def valid_share(records: list[dict]) -> float:
@@ -117,10 +122,8 @@ def main() -> None:
     args = parser.parse_args()
     budget = budget_from(args)
     trained = REMEMBERING if args.memory else TRAINED
-    arms = [trained, *([SUCCESS_ONLY] if args.success_only else []),
-            *([WITHOUT_DEMONSTRATIONS] if args.demonstrations else []),
-            *([MEMORY_REPLAY] if args.memory_replay else []), *([PROCESS_REWARD] if args.process_reward else []),
-            *([EPISODE_TREE] if args.episode_tree else [])]
+    extra_arms = [arm for flag, arm, _, _ in ABLATIONS if vars(args)[flag]]
+    arms = [trained, *extra_arms, *([MEMORY_REPLAY] if args.memory_replay else [])]
     runs = run_arms(arms, budget, runs_dir_from(args, "web-agent"))
     hybrid = [run for run in runs if run.arm == trained]
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
@@ -131,24 +134,17 @@ def main() -> None:
                                 Measure(hybrid, "eval_after_operator")),
                         compare("operator_vs_single_base", Measure(hybrid, "eval_before"),
                                 Measure(hybrid, "eval_before_operator"))]
-    if args.success_only:
-        ablation = [run for run in runs if run.arm == SUCCESS_ONLY]
-        comparisons.append(compare("hybrid_vs_success_only", Measure(ablation), Measure(hybrid)))
-    if args.demonstrations:
-        unguided = [run for run in runs if run.arm == WITHOUT_DEMONSTRATIONS]
-        comparisons.append(compare("demonstrations_vs_without", Measure(unguided), Measure(hybrid)))
+    for flag, arm, name, recipe_is_baseline in ABLATIONS:
+        if vars(args)[flag]:
+            other = Measure([run for run in runs if run.arm == arm])
+            comparisons.append(compare(name, *((Measure(hybrid), other) if recipe_is_baseline
+                                               else (other, Measure(hybrid)))))
     if args.memory:
         comparisons.append(compare("memory_vs_without", Measure(hybrid), Measure(hybrid, "eval_after_memory")))
     if args.memory_replay:
         replayed = [run for run in runs if run.arm == MEMORY_REPLAY]
         comparisons += [compare("memory_replay_vs_without", Measure(hybrid), Measure(replayed, "eval_after_memory")),
                         compare("memory_replay_weights_vs_without", Measure(hybrid), Measure(replayed))]
-    if args.process_reward:
-        shaped = [run for run in runs if run.arm == PROCESS_REWARD]
-        comparisons.append(compare("process_reward_vs_without", Measure(hybrid), Measure(shaped)))
-    if args.episode_tree:
-        branched = [run for run in runs if run.arm == EPISODE_TREE]
-        comparisons.append(compare("episode_tree_vs_without", Measure(hybrid), Measure(branched)))
     report("web_agent", runs, comparisons, budget, args.results_dir, extra)
 
 
