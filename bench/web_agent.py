@@ -32,9 +32,9 @@ memory) and memory_replay_weights_vs_without (the same runs' weights alone), and
 process_reward_vs_without (the success check plus the decision tree's per-step values and milestone credit, each
 turn credited with its return, against the trained arm, which the overrides reward with the success check alone;
 the arms' update compute differs at equal samples: no group of the process reward has zero spread to skip), and
-with ``--episode-tree`` episode_tree_vs_without (tree rollouts at turn boundaries: each group starts half its
-episodes and copies them after the first turn, against independent episodes; equal episodes and updates, fewer
-decoded turns).
+with ``--episode-tree`` episode_tree_vs_without (Tree-GRPO's trees at turn boundaries: each group starts half its
+episodes and copies them after the first turn, each episode's advantage with the intra-tree term, against
+independent episodes; equal episodes and updates, fewer decoded turns).
 """
 
 from __future__ import annotations
@@ -64,8 +64,10 @@ MEMORY_REPLAY = Arm("memory_replay", ("curriculum.memory.fraction=0.5", "curricu
 # with the success check and without the judge, against the trained arm rewarded as the bench's overrides say
 PROCESS_REWARD = Arm("process_reward", ("filter.rewards=[{name: web_success}, {name: web_progress, options: "
                                         "{step_penalty: 0.1, milestone_weight: 0.5}}]",), RECIPE)
-# --episode-tree: each group of 6 starts 3 episodes and copies each once after the first turn (rollout/episode_tree.py)
-EPISODE_TREE = Arm("episode_tree", ("episode.tree_roots=3", "episode.branch_turns=[1]"), RECIPE)
+# --episode-tree: Tree-GRPO at turn boundaries: each group of 6 starts 3 episodes and copies each once after the
+# first turn (rollout/episode_tree.py), advantages with the intra-tree term
+EPISODE_TREE = Arm("episode_tree", ("episode.tree_roots=3", "episode.branch_turns=[1]", "algorithm.intra_tree=true"),
+                   RECIPE)
 # the arms a flag trains besides the recipe's: (flag, arm, comparison, whether the recipe's arm is its baseline)
 ABLATIONS = [("success_only", SUCCESS_ONLY, "hybrid_vs_success_only", False),
              ("demonstrations", WITHOUT_DEMONSTRATIONS, "demonstrations_vs_without", False),

@@ -114,12 +114,12 @@ def test_reinforce_pp_baseline_on_multi_turn_episodes_with_the_environment_retur
 def test_episode_trees_train_on_groups_grown_from_their_roots_at_turn_boundaries(tmp_path):
     """episode.tree_roots=2: each group of 4 starts 2 games and copies them after the first guess (a copy of a game
     already won is that game again); rollouts.jsonl tells the copies apart, and a copy's first guess is its
-    parent's (the same observation follows it)."""
+    parent's (the same observation follows it). The update adds Tree-GRPO's intra-tree term."""
     _, steps, rollouts = _run(tmp_path, "episode-tree", [
         "generate.mode=episode", "generate.env=guess_number", "curriculum.families=[guess_number]",
         "episode.max_turns=3", "control.max_new_tokens=40", "episode.turn_tokens=8", "eval.max_new_tokens=8",
         "filter.rewards=[{name: env}]", "filter.drop_zero_variance=false", "generate.temperature=1.0",
-        "episode.tree_roots=2", "episode.branch_turns=[1]"], recipe="guess-number")
+        "episode.tree_roots=2", "episode.branch_turns=[1]", "algorithm.intra_tree=true"], recipe="guess-number")
     assert all(row["episode/copies"] == 0.5 for row in steps)
     for start in range(0, len(rollouts), 4):
         group = rollouts[start:start + 4]

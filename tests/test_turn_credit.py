@@ -1,13 +1,14 @@
 """Turn-level credit for multi-turn episodes (OpAgent's per-step rewards): rewards split per turn, returns from
-each turn on, per-token advantages, the zero-variance filter that sees turns, and the checks around it."""
+each turn on, per-token advantages, the zero-variance filter that sees turns, and the checks around it; and the
+intra-tree term of episode trees (Tree-GRPO)."""
 
 import pytest
 
-from autotelic.algorithms import get_algorithm, turn_advantages
+from autotelic.algorithms import get_algorithm, intra_tree_advantages, turn_advantages
 from autotelic.rewards.web import WebProgress, WebSuccess
 from autotelic.rollout.filter import EnvReturn, ZeroVarianceFilter, weighted_scorer
 from autotelic.types import Group, Sample, Task
-from autotelic.update import _targets
+from autotelic.update import _targets, with_intra_tree
 
 TASK = Task("Buy the blue mug.", "", "web_shop", 1, "web_shop:x")
 
@@ -84,10 +85,39 @@ def test_the_update_credits_turns_where_a_group_has_them_and_episodes_elsewhere(
     assert len(set(_targets(groups, spec).advantages[:2])) == 2  # without turn credit: one number per episode
 
 
+def test_the_intra_tree_term_cancels_on_the_turns_siblings_share():
+    """algorithm.intra_tree: each episode also gets its reward against the leaves of its own root (Tree-GRPO). Over a
+    root's leaves it sums to 0 on every token they share, so the turns before the branch point keep their summed
+    turn-credit advantage and only what the siblings did after branching is contrasted."""
+    assert intra_tree_advantages([1.0, 0.0, 0.0, 0.0, 0.5], [0, 1, 0, 1, 0], scale=False) == [0.5, 0, -0.5, 0, 0]
+    scaled = intra_tree_advantages([1.0, 0.0, 0.0, 0.0, 0.5], [0, 1, 0, 1, 0])
+    assert scaled[0] == pytest.approx(0.5 / (0.5 + 1e-4)) and scaled[1] == scaled[3] == 0
+    # roots a and b; a copied after turn 1 (c), and c copied again (d); b's copy (e) ended with it
+    rewards = {"a": [0.0, 1.0], "b": [0.0, 0.0], "c": [0.0, 0.0], "d": [0.0, 0.5], "e": [0.0, 0.0]}
+    episodes = [_episode([VALID, VALID], [0, 4], 8) for _ in rewards]
+    for sample, (name, turns) in zip(episodes, rewards.items()):
+        sample.reward, sample.info["turn_rewards"] = sum(turns), turns
+        if name in "ced":
+            sample.info["forked"] = {"from": {"c": 0, "e": 1, "d": 2}[name], "after_turn": 1}
+    group = Group(TASK, [0], [episodes[i] for i in (0, 1, 2, 4, 3)])  # a, b, c, e, d: a copy after its parent
+    spec = get_algorithm("dr_grpo")
+    plain = _targets([group], spec, turn_credit=True)
+    tree = with_intra_tree(plain, [group], scale=False)
+    added = [[t - p for t, p in zip(row, base)] for row, base in zip(tree.advantages, plain.advantages)]
+    assert [row[0] for row in added] == pytest.approx([0.5, 0.0, -0.5, 0.0, 0.0]) and added[0] == [0.5] * 8
+    shared = range(4)  # turn 1: the same tokens in a, c and d
+    assert [sum(tree.advantages[i][t] for i in (0, 2, 4)) for t in shared] == pytest.approx(
+        [sum(plain.advantages[i][t] for i in (0, 2, 4)) for t in shared])
+    assert tree.masks == plain.masks
+
+
 @pytest.mark.parametrize("overrides, message", [
     (["algorithm.turn_credit=true"], "generate.mode=sample steps no environment"),
     (["algorithm.turn_credit=true", "generate.mode=episode", "generate.env=guess_number", "algorithm.name=rloo",
       "filter.rewards=[{name: env}]", "curriculum.families=[guess_number]"], "not rloo"),
+    (["algorithm.intra_tree=true", "generate.mode=episode", "generate.env=guess_number",
+      "curriculum.families=[guess_number]"], "algorithm.intra_tree adds Tree-GRPO's intra-tree term to the advantages "
+                                             "of episode trees: set episode.tree_roots > 0"),
 ])
 def test_turn_credit_is_refused_where_it_cannot_work(overrides, message):
     from autotelic.checks import TrainingError, check_run

@@ -170,6 +170,9 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         make_game_factory(config.generate.env)
     elif config.generate.env is not None:
         run_env_factory(config)
+    if config.algorithm.intra_tree and not (config.episode.tree_roots and spec.advantage in ADVANTAGE_ESTIMATORS):
+        problems.append("algorithm.intra_tree adds Tree-GRPO's intra-tree term to the advantages of episode trees: "
+                        "set episode.tree_roots > 0 with a policy-gradient algorithm, or algorithm.intra_tree=false")
     if config.episode.tree_roots and name != "episode":
         problems.append(f"episode.tree_roots branches the episodes of generate.mode=episode, not {name}: set "
                         "episode.tree_roots=0")

@@ -24,6 +24,7 @@ from autotelic.algorithms import (
     PolicyLossSettings,
     best_worst_pair,
     dpo_loss,
+    intra_tree_advantages,
     policy_loss,
     rae_advantages,
     simpo_loss,
@@ -133,6 +134,19 @@ def _targets(groups: list[Group], spec: AlgorithmSpec, baselines: RoleBaselines 
     return _Targets(ADVANTAGE_ESTIMATORS[spec.advantage](rewards_B, sizes).tolist(), masks)
 
 
+def with_intra_tree(targets: _Targets, groups: list[Group], scale: bool) -> _Targets:
+    """``targets`` plus Tree-GRPO's intra-tree term (``algorithm.intra_tree``) on every token of each episode: a
+    tree copy (``info["forked"]``, placed after its parent) shares its parent's root."""
+    extra = []
+    for group in groups:
+        roots: list[int] = []
+        for i, sample in enumerate(group.samples):
+            roots.append(i if "forked" not in sample.info else roots[sample.info["forked"]["from"]])
+        extra += intra_tree_advantages(group.rewards, roots, scale)
+    return _Targets([[a + e for a in adv] if isinstance(adv, list) else adv + e
+                     for adv, e in zip(targets.advantages, extra)], targets.masks)
+
+
 def _normalizer(masks: list[list[int]], loss_agg: str, max_new_tokens: int) -> float:
     if loss_agg == "token-mean":
         return float(max(1, sum(map(sum, masks))))
@@ -154,6 +168,8 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
     sum to the whole batch's; stats are then averages over the share."""
     settings = loss_settings(spec, algo)
     targets = _targets(groups, spec, baselines, algo.turn_credit)
+    if algo.intra_tree:
+        targets = with_intra_tree(targets, groups, scale=spec.advantage == "grpo")
     if normalizer is None:
         normalizer = _normalizer(targets.masks, settings.loss_agg, max_new_tokens)
     decoupled = algo.off_policy == "decoupled"

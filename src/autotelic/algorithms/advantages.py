@@ -199,3 +199,22 @@ def turn_advantages(turn_rewards: list[list[float]], turn_starts: list[list[int]
             tokens[start:end] = [(episode[t] - mean) * factor] * (end - start)
         advantages.append(tokens)
     return advantages
+
+
+def intra_tree_advantages(rewards: Sequence[float], roots: Sequence[int], scale: bool = True,
+                          eps: float = 1e-4) -> list[float]:
+    """Tree-GRPO's intra-tree term for ONE group of tree episodes (``episode.tree_roots``): each leaf's reward
+    against the mean of the leaves sharing its root (``roots[i]``), divided by their std with ``scale``. A root's
+    leaves sum to 0, so the turns they share (the same tokens in every leaf, trained once per leaf) get none of
+    it: it contrasts only what siblings did after they branched, a step-level preference."""
+    if len(rewards) != len(roots):
+        raise ValueError("rewards and roots must have one entry per sample")
+    trees: dict[int, list[float]] = {}
+    for reward, root in zip(rewards, roots):
+        trees.setdefault(root, []).append(reward)
+    advantages = []
+    for reward, root in zip(rewards, roots):
+        leaves = trees[root]
+        factor = 1.0 / (statistics.stdev(leaves) + eps) if scale and len(leaves) > 1 else 1.0
+        advantages.append((reward - statistics.fmean(leaves)) * factor)
+    return advantages

@@ -244,6 +244,10 @@ class AlgorithmConfig:
     turn_credit: bool = False
     """Multi-turn episodes: each turn's advantage is its return from there on (its own and later turns' rewards,
     e.g. OpAgent's per-step decision tree), normalised over the group's turns, instead of one per episode."""
+    intra_tree: bool = False
+    """Episode trees (episode.tree_roots): each episode's advantage also gets Tree-GRPO's intra-tree term, its
+    reward against the mean of the episodes sharing its root (divided by their std for grpo), which contrasts only
+    what siblings did after branching (their shared turns' terms cancel)."""
     micro_batch_groups: int = 8
     """Groups per forward/backward at most; gradients accumulate over the batch."""
     micro_batch_tokens: int | None = 4096
