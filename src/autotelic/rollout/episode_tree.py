@@ -53,7 +53,7 @@ class EpisodeTree:
         (``episodes`` and ``sent`` gain the copies). ``sent``: id(sample) -> the actions its environment read."""
         of_sample = {id(e[1]): e for e in episodes}
         going = {id(e[1]) for e in active}
-        forks: list[tuple[Episode, Task]] = []  # copies of episodes still going, each to replay in a new env
+        forks: list[tuple[Sample, list[int], str, Task]] = []  # copies of episodes still going, to replay
         for group, size in zip(groups, sizes):
             position = {id(s): i for i, s in enumerate(group.samples)}
             parents = [s for s in group.samples if id(s) not in scripted]
@@ -65,12 +65,12 @@ class EpisodeTree:
                 sent[id(child)] = list(sent.get(id(parent), []))
                 _, _, prompt, prefix = of_sample[id(parent)]
                 if id(parent) in going:
-                    forks.append(((None, child, prompt, prefix), group.task))
+                    forks.append((child, prompt, prefix, group.task))
                 else:
                     episodes.append((None, child, prompt, prefix))
-        envs = replay([(make_env(), task, sent[id(child)]) for (_, child, _, _), task in forks],
-                      [child.info["observations"][-1] for (_, child, _, _), _ in forks])
-        started = [(env, child, prompt, prefix) for env, ((_, child, prompt, prefix), _) in zip(envs, forks)]
+        envs = replay([(make_env(), task, sent[id(child)]) for child, _, _, task in forks],
+                      [child.info["observations"][-1] for child, _, _, _ in forks])
+        started = [(env, child, prompt, prefix) for env, (child, prompt, prefix, _) in zip(envs, forks)]
         episodes += started
         return active + started
 
@@ -87,6 +87,8 @@ def replay(starts: list[tuple[Environment, Task, list[str]]], expected: list[str
             last[i] = step.observation
     for env, seen, wanted in zip(envs, last, expected):
         if seen != wanted:
+            for opened in envs:
+                opened.close()
             raise ReplayError(f"{type(env).__name__} answered a replayed episode differently ({seen[:80]!r} instead "
                               f"of {wanted[:80]!r}): episode.tree_roots needs an environment that is deterministic "
                               "given the task and the actions; set episode.tree_roots=0")
