@@ -10,6 +10,7 @@ steps, state its caller keeps and passes in.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
@@ -203,18 +204,17 @@ def turn_advantages(turn_rewards: list[list[float]], turn_starts: list[list[int]
 
 def intra_tree_advantages(rewards: Sequence[float], roots: Sequence[int], scale: bool = True,
                           eps: float = 1e-4) -> list[float]:
-    """Tree-GRPO's intra-tree term for ONE group of tree episodes (``episode.tree_roots``): each leaf's reward
-    against the mean of the leaves sharing its root (``roots[i]``), divided by their std with ``scale``. A root's
-    leaves sum to 0, so the turns they share (the same tokens in every leaf, trained once per leaf) get none of
-    it: it contrasts only what siblings did after they branched, a step-level preference."""
+    """Tree-GRPO's intra-tree term for ONE group of tree episodes (``episode.tree_roots``): GRPO's advantages
+    (Dr.GRPO's without ``scale``) with the leaves sharing a root (``roots[i]``) as the group. A root's leaves sum to
+    0, so the turns they share (the same tokens in every leaf, trained once per leaf) get none of it: it contrasts
+    only what siblings did after they branched, a step-level preference."""
     if len(rewards) != len(roots):
         raise ValueError("rewards and roots must have one entry per sample")
-    trees: dict[int, list[float]] = {}
-    for reward, root in zip(rewards, roots):
-        trees.setdefault(root, []).append(reward)
-    advantages = []
-    for reward, root in zip(rewards, roots):
-        leaves = trees[root]
-        factor = 1.0 / (statistics.stdev(leaves) + eps) if scale and len(leaves) > 1 else 1.0
-        advantages.append((reward - statistics.fmean(leaves)) * factor)
+    order = sorted(range(len(roots)), key=lambda i: roots[i])  # each root's leaves contiguous, as groups are
+    leaves = Counter(roots)
+    sizes = [leaves[root] for root in sorted(leaves)]
+    within = grpo_advantages(torch.tensor([float(rewards[i]) for i in order]), sizes, scale, eps).tolist()
+    advantages = [0.0] * len(rewards)
+    for i, advantage in zip(order, within):
+        advantages[i] = advantage
     return advantages
