@@ -190,6 +190,12 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
     commands = [_arm_command(arm, seed, budget, run_dir) for arm, seed, run_dir in planned]
     jobs = [ArmRun(arm, seed, run_dir, budget.steps, budget.reuse and finished_earlier(run_dir, command))
             for (arm, seed, run_dir), command in zip(planned, commands)]
+    # checked before anything starts: `autotelic run` refuses a directory that holds a run, and a bench stopped
+    # there would have started (and then stopped) the arms beside it
+    occupied = [str(job.run_dir) for job in jobs if not job.reused and (job.run_dir / "config.yaml").exists()]
+    if occupied:
+        sys.exit(f"{', '.join(occupied)}: already hold runs that this bench would run again; delete them or pass a "
+                 "fresh --runs-dir (--reuse keeps only runs finished with the same command on the code checked out now)")
     for job in jobs:
         if job.reused:
             print(f"{job.arm.name} seed {job.seed}: reusing the finished run in {job.run_dir}", flush=True)

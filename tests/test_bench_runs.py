@@ -1,5 +1,6 @@
 """bench/runs.py end to end: a real bench (bench/ablate_pipeline.py) at a tiny size, its two arms side by side,
-with a time cap so small that it binds after the first of two steps; then a second seed, reusing the first."""
+with a time cap so small that it binds after the first of two steps; the same runs refused a second time; then a
+second seed, reusing the first."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ TINY = ["model.path=random:qwen2-tiny", "control.tasks_per_step=2", "generate.gr
         "eval.max_new_tokens=8", "curriculum.families=[add]", "eval.levels=[1]"]
 
 
-def ablate(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+def ablate(tmp_path: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, str(BENCH / "ablate_pipeline.py"), "--steps", "2", "--max-minutes", "0.0001",
                            "--heldout", "4", "--parallel", "--budget", "samples", "--runs-dir", str(tmp_path / "runs"),
                            "--results-dir", str(tmp_path / "results"), *extra, *TINY],
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0 or not check, done.stdout + done.stderr
     return done
 
 
@@ -50,21 +51,27 @@ def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_bin
         run_dir = Path(row["run_dir"])
         assert (run_dir / "eval_after.jsonl").is_file() and (run_dir / "metrics.jsonl").is_file()
         assert not (run_dir / "model").exists() and not (run_dir / "checkpoints").exists()
-    # --reuse: a second seed later (a bench finished over sessions) runs only what is missing, on unchanged code
     first = {Path(row["run_dir"]).name: (Path(row["run_dir"]) / "summary.json").read_text() for row in rows}
-    again = ablate(tmp_path, "--seeds", "2", "--reuse")
-    (newer,) = set((tmp_path / "results").glob("ablate_pipeline-*.json")) - {path}
-    rows = json.loads(newer.read_text())["rows"]
+    # the same runs dir without --reuse: refused in one line before any arm starts; the earlier runs stay whole
+    refused = ablate(tmp_path, "--seeds", "1", check=False)
+    assert refused.returncode != 0 and ": running in" not in refused.stdout
+    assert "already hold runs" in refused.stderr and "--runs-dir" in refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert all((Path(row["run_dir"]) / "summary.json").read_text() == first[Path(row["run_dir"]).name] for row in rows)
+    # --reuse: a second seed later (a bench finished over sessions) runs only what is missing, on unchanged code
     code_changed = subprocess.run(["git", "status", "--porcelain", "--", "src", "recipes"], cwd=BENCH.parent,
                                   capture_output=True, text=True, check=True).stdout.strip()
-    if code_changed:  # uncommitted code: nothing can say what the earlier runs ran, so every run runs again
-        assert "reusing" not in again.stdout and not any(row["reused"] for row in rows)
-    else:
-        assert sorted((row["arm"], row["seed"]) for row in rows if row["reused"]) == sorted(
-            (row["arm"], row["seed"]) for row in rows if row["seed"] < 1)
-        assert again.stdout.count("reusing the finished run") == 2 and again.stdout.count(": running in") == 2
-        assert all((Path(row["run_dir"]) / "summary.json").read_text() == first[Path(row["run_dir"]).name]
-                   for row in rows if row["reused"])
+    again = ablate(tmp_path, "--seeds", "2", "--reuse", check=not code_changed)
+    if code_changed:  # uncommitted code: nothing can say what the earlier runs ran, so none is kept and none is lost
+        assert again.returncode != 0 and "already hold runs" in again.stderr
+        return
+    (newer,) = set((tmp_path / "results").glob("ablate_pipeline-*.json")) - {path}
+    rows = json.loads(newer.read_text())["rows"]
+    assert sorted((row["arm"], row["seed"]) for row in rows if row["reused"]) == sorted(
+        (row["arm"], row["seed"]) for row in rows if row["seed"] < 1)
+    assert again.stdout.count("reusing the finished run") == 2 and again.stdout.count(": running in") == 2
+    assert all((Path(row["run_dir"]) / "summary.json").read_text() == first[Path(row["run_dir"]).name]
+               for row in rows if row["reused"])
     assert len(rows) == 4 and all(row["time_cap_bound"] for row in rows)
     (comparison,) = json.loads(newer.read_text())["comparisons"]  # seeds pooled: the interval widens by their spread
     lo, hi = comparison["ci95"]
