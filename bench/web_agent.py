@@ -18,6 +18,7 @@ booking task to train on).
     python bench/web_agent.py --no-operator --memory --memory-replay --steps 20 --heldout 60 "curriculum.levels=[1]" ...
     python bench/web_agent.py --no-operator --process-reward --steps 20 "filter.rewards=[{name: web_success}]"
     python bench/web_agent.py --no-operator --episode-tree --steps 20 "filter.rewards=[{name: web_success}]" ...
+    python bench/web_agent.py --no-operator --episode-tree --inter-tree --reuse --steps 20 ...
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
 trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), with
 ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
@@ -34,7 +35,9 @@ turn credited with its return, against the trained arm, which the overrides rewa
 the arms' update compute differs at equal samples: no group of the process reward has zero spread to skip), and
 with ``--episode-tree`` episode_tree_vs_without (Tree-GRPO's trees at turn boundaries: each group starts half its
 episodes and copies them after the first turn, each episode's advantage with the intra-tree term, against
-independent episodes; equal episodes and updates, fewer decoded turns).
+independent episodes; equal episodes and updates, fewer decoded turns), and with ``--inter-tree``
+inter_tree_vs_without (the same trees, each episode's advantage against its whole group alone) and, with both,
+intra_tree_vs_inter_only.
 """
 
 from __future__ import annotations
@@ -68,11 +71,14 @@ PROCESS_REWARD = Arm("process_reward", ("filter.rewards=[{name: web_success}, {n
 # first turn (rollout/episode_tree.py), advantages with the intra-tree term
 EPISODE_TREE = Arm("episode_tree", ("episode.tree_roots=3", "episode.branch_turns=[1]", "algorithm.intra_tree=true"),
                    RECIPE)
+# --inter-tree: the same trees with the inter-tree advantage alone (each episode against its whole group)
+INTER_TREE = Arm("inter_tree", ("episode.tree_roots=3", "episode.branch_turns=[1]"), RECIPE)
 # the arms a flag trains besides the recipe's: (flag, arm, comparison, whether the recipe's arm is its baseline)
 ABLATIONS = [("success_only", SUCCESS_ONLY, "hybrid_vs_success_only", False),
              ("demonstrations", WITHOUT_DEMONSTRATIONS, "demonstrations_vs_without", False),
              ("process_reward", PROCESS_REWARD, "process_reward_vs_without", True),
-             ("episode_tree", EPISODE_TREE, "episode_tree_vs_without", True)]
+             ("episode_tree", EPISODE_TREE, "episode_tree_vs_without", True),
+             ("inter_tree", INTER_TREE, "inter_tree_vs_without", True)]
 
 
 def valid_share(records: list[dict]) -> float:
@@ -121,6 +127,9 @@ def main() -> None:
                              "(same steps, samples)")
     parser.add_argument("--episode-tree", action="store_true",
                         help="also train with tree rollouts branched after the first turn (same steps, episodes)")
+    parser.add_argument("--inter-tree", action="store_true",
+                        help="also train the same trees without the intra-tree term; with --episode-tree, also "
+                             "intra_tree_vs_inter_only (same steps, episodes)")
     args = parser.parse_args()
     budget = budget_from(args)
     trained = REMEMBERING if args.memory else TRAINED
@@ -141,6 +150,9 @@ def main() -> None:
             other = Measure([run for run in runs if run.arm == arm])
             comparisons.append(compare(name, *((Measure(hybrid), other) if recipe_is_baseline
                                                else (other, Measure(hybrid)))))
+    if args.episode_tree and args.inter_tree:
+        comparisons.append(compare("intra_tree_vs_inter_only", Measure([run for run in runs if run.arm == INTER_TREE]),
+                                   Measure([run for run in runs if run.arm == EPISODE_TREE])))
     if args.memory:
         comparisons.append(compare("memory_vs_without", Measure(hybrid), Measure(hybrid, "eval_after_memory")))
     if args.memory_replay:
