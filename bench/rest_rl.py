@@ -21,8 +21,9 @@ seeds, one held-out set of at least ``--heldout`` problems for all.
     python bench/rest_rl.py --steps 10 --heldout 60 --oracle
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, best_of_n_vs_greedy, prm_best_of_n_vs_greedy and
-vm_mcts_vs_greedy (on the rest runs), oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the
-headroom a perfect value model would have).
+vm_mcts_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
+oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
+have).
 """
 
 from __future__ import annotations
@@ -91,7 +92,10 @@ def main() -> None:
                    *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]
                      if args.rest_dpo else []),
                    *[compare(f"{name}_vs_greedy", greedy, Measure(trained["rest"], f"eval_after_{name}"))
-                     for name in ("best_of_n", "prm_best_of_n", "vm_mcts", *(["oracle"] if args.oracle else []))]]
+                     for name in ("best_of_n", "prm_best_of_n", "vm_mcts", *(["oracle"] if args.oracle else []))],
+                   # the issue's comparison: the tree search against sampling at the same token budget per task
+                   compare("vm_mcts_vs_best_of_n", Measure(trained["rest"], "eval_after_best_of_n"),
+                           Measure(trained["rest"], "eval_after_vm_mcts"))]
     report("rest_rl", runs, comparisons, budget, args.results_dir, extra,
            {"token_budget": arm_config(arms[1], budget).eval.token_budget})
 
