@@ -12,10 +12,13 @@ from autotelic.config import ConfigError, ModelConfig
 
 
 def test_a_loop_is_one_block_repeated_at_the_end():
-    assert looping([5, 1, 2, 1, 2, 1, 2], 3)  # (1, 2) three times
-    assert not looping([5, 1, 2, 1, 2, 1, 3], 3) and not looping([1, 2, 1, 2], 3)
-    assert looping([7, 7, 7], 3) and not looping([7, 7, 8], 3)
+    assert looping([5, *[3, 4, 5, 6] * 3], 3)  # (3, 4, 5, 6) three times: 12 tokens
+    assert not looping([5, *[3, 4, 5, 6] * 2, 3, 4, 5, 7], 3) and not looping([3, 4, 5, 6] * 2, 3)
     assert looping(list(range(16)) * 2, 2) and not looping(list(range(17)) * 2, 2)  # blocks up to 16 tokens
+    # short blocks repeat until they cover 12 tokens: a number such as 7777 (digits are one token each) is no loop
+    assert not looping([9, 7, 7, 7, 7], 4) and not looping([1, 0, 0, 0, 0, 0, 0], 4)
+    assert looping([7] * 12, 4) and not looping([8, *[7] * 11], 4)
+    assert looping([1, 2] * 6, 3) and not looping([1, 2] * 5, 3)
 
 
 LOOPING_PROMPT = "List the letter a: a a a a a a a a"  # the embedded model answers "A, A, A, ..." to the cap

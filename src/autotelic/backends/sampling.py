@@ -33,14 +33,20 @@ def sample_token(logprobs: torch.Tensor, top_p: float, generator: torch.Generato
 
 
 LOOP_PERIOD = 16  # the longest repeated block, in tokens, that the in-trajectory early stop looks for
+# the fewest tokens a loop covers: digits are single tokens, so "7777" or "100000" repeat one token and are answers
+LOOP_SPAN = 12
 
 
-def looping(tokens: list[int], repeats: int, max_period: int = LOOP_PERIOD) -> bool:
-    """Whether ``tokens`` end with one block of at most ``max_period`` tokens written ``repeats`` times in a row
-    (a degenerate loop: a small model that starts one rarely leaves it before the length cap)."""
-    for period in range(1, min(max_period, len(tokens) // repeats) + 1):
+def looping(tokens: list[int], repeats: int, max_period: int = LOOP_PERIOD, min_span: int = LOOP_SPAN) -> bool:
+    """Whether ``tokens`` end with one block of at most ``max_period`` tokens written ``repeats`` times in a row,
+    and more often for short blocks, until the repeats cover ``min_span`` tokens (a degenerate loop: a small model
+    that starts one rarely leaves it before the length cap)."""
+    for period in range(1, max_period + 1):
+        times = max(repeats, -(-min_span // period))
+        if times * period > len(tokens):
+            continue
         block = tokens[-period:]
-        if all(tokens[-(k + 1) * period:len(tokens) - k * period] == block for k in range(1, repeats)):
+        if all(tokens[-(k + 1) * period:len(tokens) - k * period] == block for k in range(1, times)):
             return True
     return False
 

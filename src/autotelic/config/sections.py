@@ -159,8 +159,9 @@ class ControlConfig:
     """adaptive_group_size: rollouts per task at most."""
     stop_repeats: int = 0
     """In-trajectory early stop (transformers rollouts and evaluation): a sample ends once its last tokens repeat
-    one block of up to 16 tokens this many times in a row (a loop it rarely leaves before the length cap), cut
-    like one at the cap; 0: never. generate/looped_share logs how many."""
+    one block of up to 16 tokens this many times in a row, and shorter blocks until they cover 12 tokens (a loop
+    it rarely leaves before the length cap; 7777 is a number), cut like one at the cap; 0: never.
+    generate/looped_share logs how many."""
     early_exit_probe: int | None = None
     """Draw this many samples first; a group whose probe rewards are all equal stops there."""
     overlong: Literal["none", "shaping", "mask"] = "none"
