@@ -36,6 +36,7 @@ from autotelic.backends.hf import HFPolicy
 from autotelic.config import RunConfig
 from autotelic.heldout import LABELS, build_heldout
 from autotelic.loading import load_config
+from autotelic.run_state import holds_run
 from autotelic.types import Task
 
 TEST_TIME = LABELS["test_time"]
@@ -192,7 +193,7 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
             for (arm, seed, run_dir), command in zip(planned, commands)]
     # checked before anything starts: `autotelic run` refuses a directory that holds a run, and a bench stopped
     # there would have started (and then stopped) the arms beside it
-    occupied = [str(job.run_dir) for job in jobs if not job.reused and (job.run_dir / "config.yaml").exists()]
+    occupied = [str(job.run_dir) for job in jobs if not job.reused and holds_run(job.run_dir)]
     if occupied:
         sys.exit(f"{', '.join(occupied)}: already hold runs that this bench would run again; delete them or pass a "
                  "fresh --runs-dir (--reuse keeps only runs finished with the same command on the code checked out now)")

@@ -35,10 +35,15 @@ class TrainState:
     discussion_before: dict[str, Any] | None = None  # CoMAS: each agent alone and their discussion, before training
 
 
+def holds_run(run_dir: Path) -> bool:
+    """Whether a run has started in ``run_dir`` (it writes config.yaml as it starts): no new run may start there."""
+    return (run_dir / "config.yaml").exists()
+
+
 def new_run_dir(config: RunConfig) -> Path:
     name = config.logging.run_name or datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(config.logging.runs_dir) / name
-    if (run_dir / "config.yaml").exists():
+    if holds_run(run_dir):
         raise TrainingError(f"run directory {run_dir} already holds a run: use `autotelic resume {run_dir}`")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
