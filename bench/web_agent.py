@@ -19,6 +19,7 @@ booking task to train on).
     python bench/web_agent.py --no-operator --process-reward --steps 20 "filter.rewards=[{name: web_success}]"
     python bench/web_agent.py --no-operator --episode-tree --steps 20 "filter.rewards=[{name: web_success}]" ...
     python bench/web_agent.py --no-operator --episode-tree --inter-tree --reuse --steps 20 ...
+    python bench/web_agent.py --no-operator --replay --reuse --steps 20 "filter.rewards=[{name: web_success}]" ...
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
 trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), with
 ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
@@ -37,7 +38,10 @@ with ``--episode-tree`` episode_tree_vs_without (Tree-GRPO's trees at turn bound
 episodes and copies them after the first turn, each episode's advantage with the intra-tree term, against
 independent episodes; equal episodes and updates, fewer decoded turns), and with ``--inter-tree``
 inter_tree_vs_without (the same trees, each episode's advantage against its whole group alone) and, with both,
-intra_tree_vs_inter_only.
+intra_tree_vs_inter_only, and with ``--replay`` replay_vs_without (experience replay: the kept groups of highest
+reward spread, a solved episode or a played demonstration among failed ones, trained once more in a later update,
+two a step at most, their age corrected by decoupled PPO's truncated importance weight; equal episodes and steps,
+more update compute).
 """
 
 from __future__ import annotations
@@ -73,12 +77,18 @@ EPISODE_TREE = Arm("episode_tree", ("episode.tree_roots=3", "episode.branch_turn
                    RECIPE)
 # --inter-tree: the same trees with the inter-tree advantage alone (each episode against its whole group)
 INTER_TREE = Arm("inter_tree", ("episode.tree_roots=3", "episode.branch_turns=[1]"), RECIPE)
+# --replay: experience replay (ExGRPO/RLEP-style reuse of solved episodes): the highest-spread kept groups trained
+# again one later step, two a step at most (about as many as a step keeps fresh: ExGRPO's half-replayed batches),
+# with decoupled PPO's importance weight for their age
+REPLAY = Arm("replay", ("replay.name=buffer", "replay.replay_groups=2", "replay.max_reuse=1",
+                        "algorithm.off_policy=decoupled"), RECIPE)
 # the arms a flag trains besides the recipe's: (flag, arm, comparison, whether the recipe's arm is its baseline)
 ABLATIONS = [("success_only", SUCCESS_ONLY, "hybrid_vs_success_only", False),
              ("demonstrations", WITHOUT_DEMONSTRATIONS, "demonstrations_vs_without", False),
              ("process_reward", PROCESS_REWARD, "process_reward_vs_without", True),
              ("episode_tree", EPISODE_TREE, "episode_tree_vs_without", True),
-             ("inter_tree", INTER_TREE, "inter_tree_vs_without", True)]
+             ("inter_tree", INTER_TREE, "inter_tree_vs_without", True),
+             ("replay", REPLAY, "replay_vs_without", True)]
 
 
 def valid_share(records: list[dict]) -> float:
@@ -130,6 +140,9 @@ def main() -> None:
     parser.add_argument("--inter-tree", action="store_true",
                         help="also train the same trees without the intra-tree term; with --episode-tree, also "
                              "intra_tree_vs_inter_only (same steps, episodes)")
+    parser.add_argument("--replay", action="store_true",
+                        help="also train with experience replay: kept groups trained again one later step (same "
+                             "steps, episodes)")
     args = parser.parse_args()
     budget = budget_from(args)
     trained = REMEMBERING if args.memory else TRAINED
