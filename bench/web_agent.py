@@ -20,6 +20,7 @@ booking task to train on).
     python bench/web_agent.py --no-operator --episode-tree --steps 20 "filter.rewards=[{name: web_success}]" ...
     python bench/web_agent.py --no-operator --episode-tree --inter-tree --reuse --steps 20 ...
     python bench/web_agent.py --no-operator --replay --reuse --steps 20 "filter.rewards=[{name: web_success}]" ...
+    python bench/web_agent.py --no-operator --replay --two-epochs --reuse --steps 20 ...
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
 trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), with
 ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
@@ -41,7 +42,9 @@ inter_tree_vs_without (the same trees, each episode's advantage against its whol
 intra_tree_vs_inter_only, and with ``--replay`` replay_vs_without (experience replay: the kept groups of highest
 reward spread, a solved episode or a played demonstration among failed ones, trained once more in a later update,
 two a step at most, their age corrected by decoupled PPO's truncated importance weight; equal episodes and steps,
-more update compute).
+more update compute), and with ``--two-epochs`` two_epochs_vs_without (replay's control at about its update
+compute: each batch trained twice, PPO's second epoch, instead of groups trained again in later steps) and, with
+both, replay_vs_two_epochs.
 """
 
 from __future__ import annotations
@@ -82,13 +85,16 @@ INTER_TREE = Arm("inter_tree", ("episode.tree_roots=3", "episode.branch_turns=[1
 # with decoupled PPO's importance weight for their age
 REPLAY = Arm("replay", ("replay.name=buffer", "replay.replay_groups=2", "replay.max_reuse=1",
                         "algorithm.off_policy=decoupled"), RECIPE)
+# --two-epochs: replay's equal-compute control: every batch trained for two epochs (clipped against its sampling)
+TWO_EPOCHS = Arm("two_epochs", ("algorithm.updates_per_batch=2",), RECIPE)
 # the arms a flag trains besides the recipe's: (flag, arm, comparison, whether the recipe's arm is its baseline)
 ABLATIONS = [("success_only", SUCCESS_ONLY, "hybrid_vs_success_only", False),
              ("demonstrations", WITHOUT_DEMONSTRATIONS, "demonstrations_vs_without", False),
              ("process_reward", PROCESS_REWARD, "process_reward_vs_without", True),
              ("episode_tree", EPISODE_TREE, "episode_tree_vs_without", True),
              ("inter_tree", INTER_TREE, "inter_tree_vs_without", True),
-             ("replay", REPLAY, "replay_vs_without", True)]
+             ("replay", REPLAY, "replay_vs_without", True),
+             ("two_epochs", TWO_EPOCHS, "two_epochs_vs_without", True)]
 
 
 def valid_share(records: list[dict]) -> float:
@@ -143,6 +149,9 @@ def main() -> None:
     parser.add_argument("--replay", action="store_true",
                         help="also train with experience replay: kept groups trained again one later step (same "
                              "steps, episodes)")
+    parser.add_argument("--two-epochs", action="store_true",
+                        help="also train with two epochs on every batch: replay's control at about its update "
+                             "compute (same steps, episodes)")
     args = parser.parse_args()
     budget = budget_from(args)
     trained = REMEMBERING if args.memory else TRAINED
@@ -166,6 +175,9 @@ def main() -> None:
     if args.episode_tree and args.inter_tree:
         comparisons.append(compare("intra_tree_vs_inter_only", Measure([run for run in runs if run.arm == INTER_TREE]),
                                    Measure([run for run in runs if run.arm == EPISODE_TREE])))
+    if args.replay and args.two_epochs:
+        comparisons.append(compare("replay_vs_two_epochs", Measure([run for run in runs if run.arm == TWO_EPOCHS]),
+                                   Measure([run for run in runs if run.arm == REPLAY])))
     if args.memory:
         comparisons.append(compare("memory_vs_without", Measure(hybrid), Measure(hybrid, "eval_after_memory")))
     if args.memory_replay:
