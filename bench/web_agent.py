@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare, heldout_of,
@@ -87,14 +88,38 @@ REPLAY = Arm("replay", ("replay.name=buffer", "replay.replay_groups=2", "replay.
                         "algorithm.off_policy=decoupled"), RECIPE)
 # --two-epochs: replay's equal-compute control: every batch trained for two epochs (clipped against its sampling)
 TWO_EPOCHS = Arm("two_epochs", ("algorithm.updates_per_batch=2",), RECIPE)
-# the arms a flag trains besides the recipe's: (flag, arm, comparison, whether the recipe's arm is its baseline)
-ABLATIONS = [("success_only", SUCCESS_ONLY, "hybrid_vs_success_only", False),
-             ("demonstrations", WITHOUT_DEMONSTRATIONS, "demonstrations_vs_without", False),
-             ("process_reward", PROCESS_REWARD, "process_reward_vs_without", True),
-             ("episode_tree", EPISODE_TREE, "episode_tree_vs_without", True),
-             ("inter_tree", INTER_TREE, "inter_tree_vs_without", True),
-             ("replay", REPLAY, "replay_vs_without", True),
-             ("two_epochs", TWO_EPOCHS, "two_epochs_vs_without", True)]
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """An arm a flag trains besides the recipe's, and its comparison (recipe_is_baseline: the arm adds a strategy
+    to the recipe; otherwise it takes one away)."""
+    flag: str
+    arm: Arm
+    comparison: str
+    recipe_is_baseline: bool
+    help: str
+
+
+ABLATIONS = [
+    Ablation("success_only", SUCCESS_ONLY, "hybrid_vs_success_only", False,
+             "also train the hybrid reward's ablation: the success check alone (same steps, samples)"),
+    Ablation("demonstrations", WITHOUT_DEMONSTRATIONS, "demonstrations_vs_without", False,
+             "also train the guided rollouts' ablation: no demonstrations (same steps, samples)"),
+    Ablation("process_reward", PROCESS_REWARD, "process_reward_vs_without", True,
+             "also train with the rule-based process reward added to the success check, no judge (same steps, "
+             "samples)"),
+    Ablation("episode_tree", EPISODE_TREE, "episode_tree_vs_without", True,
+             "also train with tree rollouts branched after the first turn (same steps, episodes)"),
+    Ablation("inter_tree", INTER_TREE, "inter_tree_vs_without", True,
+             "also train the same trees without the intra-tree term; with --episode-tree, also "
+             "intra_tree_vs_inter_only (same steps, episodes)"),
+    Ablation("replay", REPLAY, "replay_vs_without", True,
+             "also train with experience replay: kept groups trained again one later step (same steps, episodes)"),
+    Ablation("two_epochs", TWO_EPOCHS, "two_epochs_vs_without", True,
+             "also train with two epochs on every batch: replay's control at about its update compute (same "
+             "steps, episodes)"),
+]
 
 
 def valid_share(records: list[dict]) -> float:
@@ -125,10 +150,6 @@ def operator_evaluations(hybrid: list[ArmRun], budget: Budget) -> dict[tuple[str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_budget_arguments(parser, steps=20, max_minutes=60.0, heldout=64)
-    parser.add_argument("--success-only", action="store_true",
-                        help="also train the hybrid reward's ablation: the success check alone (same steps, samples)")
-    parser.add_argument("--demonstrations", action="store_true",
-                        help="also train the guided rollouts' ablation: no demonstrations (same steps, samples)")
     parser.add_argument("--no-operator", action="store_true",
                         help="skip the operator agent's evaluations (four roles a turn: the longest part after "
                              "training)")
@@ -138,27 +159,19 @@ def main() -> None:
     parser.add_argument("--memory-replay", action="store_true",
                         help="also train with memory replay (half of each step's tasks served solved ones) and "
                              "answer the held-out set with that memory (same steps, samples)")
-    parser.add_argument("--process-reward", action="store_true",
-                        help="also train with the rule-based process reward added to the success check, no judge "
-                             "(same steps, samples)")
-    parser.add_argument("--episode-tree", action="store_true",
-                        help="also train with tree rollouts branched after the first turn (same steps, episodes)")
-    parser.add_argument("--inter-tree", action="store_true",
-                        help="also train the same trees without the intra-tree term; with --episode-tree, also "
-                             "intra_tree_vs_inter_only (same steps, episodes)")
-    parser.add_argument("--replay", action="store_true",
-                        help="also train with experience replay: kept groups trained again one later step (same "
-                             "steps, episodes)")
-    parser.add_argument("--two-epochs", action="store_true",
-                        help="also train with two epochs on every batch: replay's control at about its update "
-                             "compute (same steps, episodes)")
+    for ablation in ABLATIONS:
+        parser.add_argument(f"--{ablation.flag.replace('_', '-')}", action="store_true", help=ablation.help)
     args = parser.parse_args()
     budget = budget_from(args)
     trained = REMEMBERING if args.memory else TRAINED
-    extra_arms = [arm for flag, arm, _, _ in ABLATIONS if vars(args)[flag]]
+    extra_arms = [ablation.arm for ablation in ABLATIONS if vars(args)[ablation.flag]]
     arms = [trained, *extra_arms, *([MEMORY_REPLAY] if args.memory_replay else [])]
     runs = run_arms(arms, budget, runs_dir_from(args, "web-agent"))
-    hybrid = [run for run in runs if run.arm == trained]
+
+    def of(arm: Arm) -> list[ArmRun]:
+        return [run for run in runs if run.arm == arm]
+
+    hybrid = of(trained)
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
     extra = {}
     if not args.no_operator:
@@ -167,21 +180,19 @@ def main() -> None:
                                 Measure(hybrid, "eval_after_operator")),
                         compare("operator_vs_single_base", Measure(hybrid, "eval_before"),
                                 Measure(hybrid, "eval_before_operator"))]
-    for flag, arm, name, recipe_is_baseline in ABLATIONS:
-        if vars(args)[flag]:
-            other = Measure([run for run in runs if run.arm == arm])
-            comparisons.append(compare(name, *((Measure(hybrid), other) if recipe_is_baseline
-                                               else (other, Measure(hybrid)))))
+    for ablation in ABLATIONS:
+        if vars(args)[ablation.flag]:
+            other = Measure(of(ablation.arm))
+            comparisons.append(compare(ablation.comparison, *((Measure(hybrid), other) if ablation.recipe_is_baseline
+                                                              else (other, Measure(hybrid)))))
     if args.episode_tree and args.inter_tree:
-        comparisons.append(compare("intra_tree_vs_inter_only", Measure([run for run in runs if run.arm == INTER_TREE]),
-                                   Measure([run for run in runs if run.arm == EPISODE_TREE])))
+        comparisons.append(compare("intra_tree_vs_inter_only", Measure(of(INTER_TREE)), Measure(of(EPISODE_TREE))))
     if args.replay and args.two_epochs:
-        comparisons.append(compare("replay_vs_two_epochs", Measure([run for run in runs if run.arm == TWO_EPOCHS]),
-                                   Measure([run for run in runs if run.arm == REPLAY])))
+        comparisons.append(compare("replay_vs_two_epochs", Measure(of(TWO_EPOCHS)), Measure(of(REPLAY))))
     if args.memory:
         comparisons.append(compare("memory_vs_without", Measure(hybrid), Measure(hybrid, "eval_after_memory")))
     if args.memory_replay:
-        replayed = [run for run in runs if run.arm == MEMORY_REPLAY]
+        replayed = of(MEMORY_REPLAY)
         comparisons += [compare("memory_replay_vs_without", Measure(hybrid), Measure(replayed, "eval_after_memory")),
                         compare("memory_replay_weights_vs_without", Measure(hybrid), Measure(replayed))]
     report("web_agent", runs, comparisons, budget, args.results_dir, extra)
