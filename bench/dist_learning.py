@@ -24,7 +24,8 @@ import argparse
 import json
 
 import stats
-from runs import Arm, ArmRun, Measure, add_budget_arguments, budget_from, compare, report, run_arms, runs_dir_from
+from runs import (Arm, ArmRun, Measure, add_budget_arguments, budget_from, compare, report, run_arms, runs_dir_from,
+                  runs_of)
 
 
 def arms(workers: int) -> tuple[Arm, Arm, Arm]:
@@ -53,7 +54,7 @@ def main() -> None:
         timing = row["seconds_per_step"]
         print(f"{arm:10s} seed {seed}: median {timing['median']:.1f} s/step (q1 {timing['q1']:.1f}, "
               f"q3 {timing['q3']:.1f}, n {timing['n']})")
-    of = {arm.name: Measure([run for run in runs if run.arm == arm]) for arm in (peer, ray, ray_async)}
+    of = {arm.name: Measure(runs_of(runs, arm)) for arm in (peer, ray, ray_async)}
     report("dist_learning", runs, [compare("ray_vs_in_process", of["in_process"], of["ray"]),
                                    compare("ray_async_vs_in_process", of["in_process"], of["ray_async"])],
            budget, args.results_dir, times, {"workers": args.workers})

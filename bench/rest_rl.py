@@ -33,7 +33,7 @@ import json
 from pathlib import Path
 
 from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare, heldout_of,
-                  report, run_arms, runs_dir_from, trained_policy)
+                  report, run_arms, runs_dir_from, runs_of, trained_policy)
 
 from autotelic.evaluation import evaluate
 from autotelic.checks import sandbox_isolation
@@ -83,7 +83,7 @@ def main() -> None:
     budget = budget_from(args)
     arms = [with_token_cap(arm, budget) for arm in (*ARMS, *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
-    trained = {arm.name: [run for run in runs if run.arm == arm] for arm in arms}
+    trained = {arm.name: runs_of(runs, arm) for arm in arms}
     extra = {(run.arm.name, run.seed): {**decodings(run), **best_of_n(run, budget, "process_value", "prm_best_of_n"),
                                         **(best_of_n(run, budget, "verifier", "oracle") if args.oracle else {})}
              for run in trained["rest"]}

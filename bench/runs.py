@@ -93,6 +93,11 @@ class ArmRun:
                 **{key: summary[key] for key in ("win_rate", "pass_at_k", "memory_eval") if key in summary}}
 
 
+def runs_of(runs: list[ArmRun], arm: Arm) -> list[ArmRun]:
+    """The runs of one arm, in seed order as run_arms returned them."""
+    return [run for run in runs if run.arm == arm]
+
+
 def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minutes: float, heldout: int) -> None:
     parser.add_argument("--steps", type=int, default=steps, help="training steps per arm and seed")
     parser.add_argument("--max-minutes", type=float, default=max_minutes,

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import torch
 from runs import (TEST_TIME, Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare,
-                  heldout_of, report, run_arms, runs_dir_from, trained_policy)
+                  heldout_of, report, run_arms, runs_dir_from, runs_of, trained_policy)
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import RunConfig
@@ -161,16 +161,16 @@ def main() -> None:
             these = run_arms([shipped, ablation, *trained], budget, runs_dir)
             if trained:
                 comparisons.append(compare(f"{recipe}_trained_creator_vs_frozen",
-                                           measure(recipe, [r for r in these if r.arm == shipped]),
-                                           measure(recipe, [r for r in these if r.arm == trained[0]])))
+                                           measure(recipe, runs_of(these, shipped)),
+                                           measure(recipe, runs_of(these, trained[0]))))
         if recipe == "spiral":
             opponents = ("rules", "base") if args.spiral_vs_base else ("rules",)
             rows, base = spiral_rows(these, budget, runs_dir, opponents)
             extra |= rows
             summary |= base
         name = f"{recipe}_vs_ablation" + (f" [{TEST_TIME}]" if shipped.label else "")
-        comparisons.append(compare(name, measure(recipe, [r for r in these if r.arm == ablation]),
-                                   measure(recipe, [r for r in these if r.arm == shipped])))
+        comparisons.append(compare(name, measure(recipe, runs_of(these, ablation)),
+                                   measure(recipe, runs_of(these, shipped))))
         runs += these
     report("self_evolution", runs, comparisons, budget, args.results_dir, extra, summary or None)
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare, heldout_of,
-                  report, run_arms, runs_dir_from, trained_policy)
+                  report, run_arms, runs_dir_from, runs_of, trained_policy)
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.run_evaluation import evaluate_heldout
@@ -167,11 +167,7 @@ def main() -> None:
     extra_arms = [ablation.arm for ablation in ABLATIONS if vars(args)[ablation.flag]]
     arms = [trained, *extra_arms, *([MEMORY_REPLAY] if args.memory_replay else [])]
     runs = run_arms(arms, budget, runs_dir_from(args, "web-agent"))
-
-    def of(arm: Arm) -> list[ArmRun]:
-        return [run for run in runs if run.arm == arm]
-
-    hybrid = of(trained)
+    hybrid = runs_of(runs, trained)
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
     extra = {}
     if not args.no_operator:
@@ -182,17 +178,19 @@ def main() -> None:
                                 Measure(hybrid, "eval_before_operator"))]
     for ablation in ABLATIONS:
         if vars(args)[ablation.flag]:
-            other = Measure(of(ablation.arm))
+            other = Measure(runs_of(runs, ablation.arm))
             comparisons.append(compare(ablation.comparison, *((Measure(hybrid), other) if ablation.recipe_is_baseline
                                                               else (other, Measure(hybrid)))))
     if args.episode_tree and args.inter_tree:
-        comparisons.append(compare("intra_tree_vs_inter_only", Measure(of(INTER_TREE)), Measure(of(EPISODE_TREE))))
+        comparisons.append(compare("intra_tree_vs_inter_only", Measure(runs_of(runs, INTER_TREE)),
+                                   Measure(runs_of(runs, EPISODE_TREE))))
     if args.replay and args.two_epochs:
-        comparisons.append(compare("replay_vs_two_epochs", Measure(of(TWO_EPOCHS)), Measure(of(REPLAY))))
+        comparisons.append(compare("replay_vs_two_epochs", Measure(runs_of(runs, TWO_EPOCHS)),
+                                   Measure(runs_of(runs, REPLAY))))
     if args.memory:
         comparisons.append(compare("memory_vs_without", Measure(hybrid), Measure(hybrid, "eval_after_memory")))
     if args.memory_replay:
-        replayed = of(MEMORY_REPLAY)
+        replayed = runs_of(runs, MEMORY_REPLAY)
         comparisons += [compare("memory_replay_vs_without", Measure(hybrid), Measure(replayed, "eval_after_memory")),
                         compare("memory_replay_weights_vs_without", Measure(hybrid), Measure(replayed))]
     report("web_agent", runs, comparisons, budget, args.results_dir, extra)
