@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import argparse
 
-from runs import Arm, Measure, add_budget_arguments, arm_config, budget_from, compare, report, run_arms, runs_dir_from
+from runs import (Arm, Measure, add_budget_arguments, arm_config, budget_from, compare, report, run_arms, runs_dir_from,
+                  runs_of)
 
 ARMS = (Arm("plain", ("curriculum.name=uniform", "filter.drop_zero_variance=false")),
         Arm("pipeline", ("curriculum.name=sec", "filter.drop_zero_variance=true", "filter.dynamic_sampling=true")))
@@ -49,8 +50,7 @@ def main() -> None:
         caps["max_samples_per_step"] = samples
     plain, pipeline = (with_caps(arm, caps) for arm in ARMS)
     runs = run_arms([plain, pipeline], budget, runs_dir_from(args, "ablate"))
-    by_arm = {name: [run for run in runs if run.arm.name == name] for name in ("plain", "pipeline")}
-    comparison = compare("pipeline_vs_plain", Measure(by_arm["plain"]), Measure(by_arm["pipeline"]))
+    comparison = compare("pipeline_vs_plain", Measure(runs_of(runs, plain)), Measure(runs_of(runs, pipeline)))
     report("ablate_pipeline", runs, [comparison], budget, args.results_dir, summary={"budget": args.budget, **caps})
 
 

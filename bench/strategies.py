@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import argparse
 
-from runs import Arm, Measure, add_budget_arguments, arm_config, budget_from, compare, report, run_arms, runs_dir_from
+from runs import (Arm, Measure, add_budget_arguments, arm_config, budget_from, compare, report, run_arms, runs_dir_from,
+                  runs_of)
 
 # 4 roots, 2 of them branched once, those 2 branches branched once again: 8 samples a task at most, as the
 # baseline's generate.group_size (tree branches come on top of max_samples_per_step, so the shape keeps them equal)
@@ -64,7 +65,7 @@ def main() -> None:
     capped = tuple(f"control.{key}={cap}" for key, cap in caps.items())
     arms = [Arm("without", capped), *(Arm(name, (*capped, *STRATEGIES[name])) for name in args.strategies)]
     runs = run_arms(arms, budget, runs_dir_from(args, "strategies"))
-    arm_runs = {arm.name: [run for run in runs if run.arm.name == arm.name] for arm in arms}
+    arm_runs = {arm.name: runs_of(runs, arm) for arm in arms}
     without = Measure(arm_runs["without"])
     comparisons = [compare(f"{name}_vs_without", without, Measure(arm_runs[name], RECORDS.get(name, "eval_after")))
                    for name in args.strategies]

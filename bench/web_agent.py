@@ -164,8 +164,8 @@ def main() -> None:
     args = parser.parse_args()
     budget = budget_from(args)
     trained = REMEMBERING if args.memory else TRAINED
-    extra_arms = [ablation.arm for ablation in ABLATIONS if vars(args)[ablation.flag]]
-    arms = [trained, *extra_arms, *([MEMORY_REPLAY] if args.memory_replay else [])]
+    chosen = [ablation for ablation in ABLATIONS if vars(args)[ablation.flag]]
+    arms = [trained, *(ablation.arm for ablation in chosen), *([MEMORY_REPLAY] if args.memory_replay else [])]
     runs = run_arms(arms, budget, runs_dir_from(args, "web-agent"))
     hybrid = runs_of(runs, trained)
     comparisons = [compare("trained_vs_base", Measure(hybrid, "eval_before"), Measure(hybrid, "eval_after"))]
@@ -176,11 +176,10 @@ def main() -> None:
                                 Measure(hybrid, "eval_after_operator")),
                         compare("operator_vs_single_base", Measure(hybrid, "eval_before"),
                                 Measure(hybrid, "eval_before_operator"))]
-    for ablation in ABLATIONS:
-        if vars(args)[ablation.flag]:
-            other = Measure(runs_of(runs, ablation.arm))
-            comparisons.append(compare(ablation.comparison, *((Measure(hybrid), other) if ablation.recipe_is_baseline
-                                                              else (other, Measure(hybrid)))))
+    for ablation in chosen:
+        other = Measure(runs_of(runs, ablation.arm))
+        comparisons.append(compare(ablation.comparison, *((Measure(hybrid), other) if ablation.recipe_is_baseline
+                                                          else (other, Measure(hybrid)))))
     if args.episode_tree and args.inter_tree:
         comparisons.append(compare("intra_tree_vs_inter_only", Measure(runs_of(runs, INTER_TREE)),
                                    Measure(runs_of(runs, EPISODE_TREE))))
