@@ -89,8 +89,9 @@ class ArmRun:
                 "accuracy_before": summary["eval_before"]["accuracy"],
                 "accuracy_after": summary["eval_after"]["accuracy"], "run_dir": str(self.run_dir),
                 "reused": self.reused,
-                # what the run measured besides accuracy (eval.win_rate, eval.pass_k, memory.at_eval), kept beside it
-                **{key: summary[key] for key in ("win_rate", "pass_at_k", "memory_eval") if key in summary}}
+                # what the run measured besides accuracy (eval.win_rate, eval.pass_k, memory.at_eval, CoMAS's
+                # discussion and agents), kept beside it
+                **{key: summary[key] for key in ("win_rate", "pass_at_k", "memory_eval", "comas") if key in summary}}
 
 
 def runs_of(runs: list[ArmRun], arm: Arm) -> list[ArmRun]:

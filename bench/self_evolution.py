@@ -10,7 +10,8 @@ Arms (each recipe as shipped in recipes/, then its ablation):
   test-time: they train on the evaluation prompts themselves (without answers), so their accuracy is
   labelled "test-time (trained on the evaluation prompts)", never held-out;
 - comas: several agents discussing, graded by each other, vs a single agent playing every role; compared on
-  the greedy discussion's final answer (eval_after_discussion.jsonl);
+  the greedy discussion's final answer (eval_after_discussion.jsonl); each row also says how well the grades
+  tracked the truth in the held-out discussions before and after training (``grade_reliability``);
 - agent0: tasks proposed by the policy (curriculum agent) vs no creator: the executor trained by majority
   vote on fixed family prompts, with as many tasks per step as gives it the samples per step the creator arm
   actually drew (its runs go first; invalid or out-of-band proposals get no answers, so it draws well below its
@@ -49,8 +50,11 @@ from runs import (TEST_TIME, Arm, ArmRun, Budget, Measure, add_budget_arguments,
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import RunConfig
 from autotelic.envs import make_game_factory
+from autotelic.rollout.discussion import ROLES, SOLVER
+from autotelic.rollout.filter import verifier_reward
 from autotelic.rollout.selfplay import SelfPlaySampler
 from autotelic.tasks.textarena_games import kuhn_poker_rules
+from autotelic.types import Task
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 ABLATIONS: dict[str, tuple[str, ...]] = {
@@ -129,6 +133,32 @@ def spiral_rows(runs: list[ArmRun], budget: Budget, runs_dir: Path, opponents: t
     return rows, {"spiral_base_win_rate_vs_rules": base}
 
 
+def grade_reliability(records: list[dict], tasks: dict[str, Task], low: int, high: int) -> dict[str, dict]:
+    """Whether a greedy discussion's grades track the truth, the one thing that makes them a reward: over the
+    exchanges whose grade parsed, the solver's answer right or wrong by the task's verifier, and the normalised
+    grade it earned (the solver's CoMAS reward, 0 to 1) on average for each."""
+    earned: dict[bool, list[float]] = {True: [], False: []}
+    for record in records:
+        task = tasks[record["prompt"]]
+        answers = [turn["text"] for turn in record["turns"] if turn["role"] == ROLES[SOLVER]]  # in the grades' order
+        for answer, grade in zip(answers, record["grades"], strict=True):
+            if grade is not None:
+                earned[verifier_reward(task, answer) >= 1.0].append((grade - low) / (high - low))
+    return {("right" if right else "wrong"): {"graded": len(scores),
+                                              "mean_reward": round(sum(scores) / len(scores), 3) if scores else None}
+            for right, scores in earned.items()}
+
+
+def comas_rows(runs: list[ArmRun], budget: Budget) -> dict:
+    """Each run's grade reliability in its held-out discussions before and after training (``grade_reliability``)."""
+    config = arm_config(runs[0].arm, budget)
+    tasks = {task.prompt: task for task in heldout_of(runs[0].arm, budget)}
+    low, high = config.discussion.grade_low, config.discussion.grade_high
+    return {(run.arm.name, run.seed): {f"grades_{tag}": grade_reliability(
+        [json.loads(line) for line in (run.run_dir / f"eval_{tag}_discussion.jsonl").read_text().splitlines()],
+        tasks, low, high) for tag in ("before", "after")} for run in runs}
+
+
 def measure(recipe: str, runs: list[ArmRun]) -> Measure:
     if recipe == "comas":
         return Measure(runs, "eval_after_discussion", "final")
@@ -168,6 +198,8 @@ def main() -> None:
             rows, base = spiral_rows(these, budget, runs_dir, opponents)
             extra |= rows
             summary |= base
+        if recipe == "comas":
+            extra |= comas_rows(these, budget)
         name = f"{recipe}_vs_ablation" + (f" [{TEST_TIME}]" if shipped.label else "")
         comparisons.append(compare(name, measure(recipe, runs_of(these, ablation)),
                                    measure(recipe, runs_of(these, shipped))))
