@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -50,7 +52,7 @@ from runs import (TEST_TIME, Arm, ArmRun, Budget, Measure, add_budget_arguments,
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import RunConfig
 from autotelic.envs import make_game_factory
-from autotelic.rollout.discussion import ROLES, SOLVER
+from autotelic.rollout.discussion import ROLES, SCORER, SOLVER, round_rewards
 from autotelic.rollout.filter import verifier_reward
 from autotelic.rollout.selfplay import SelfPlaySampler
 from autotelic.tasks.textarena_games import kuhn_poker_rules
@@ -135,15 +137,17 @@ def spiral_rows(runs: list[ArmRun], budget: Budget, runs_dir: Path, opponents: t
 
 def grade_reliability(records: list[dict], tasks: dict[str, Task], low: int, high: int) -> dict[str, dict]:
     """Whether a greedy discussion's grades track the truth, the one thing that makes them a reward: over the
-    exchanges whose grade parsed, the solver's answer right or wrong by the task's verifier, and the normalised
-    grade it earned (the solver's CoMAS reward, 0 to 1) on average for each."""
+    exchanges whose grade parsed, the solver's answer right or wrong by the task's verifier, and the solver's
+    CoMAS reward for it (``round_rewards`` of the scorer's reply, 0 to 1) on average for each."""
     earned: dict[bool, list[float]] = {True: [], False: []}
     for record in records:
-        task = tasks[record["prompt"]]
-        answers = [turn["text"] for turn in record["turns"] if turn["role"] == ROLES[SOLVER]]  # in the grades' order
-        for answer, grade in zip(answers, record["grades"], strict=True):
-            if grade is not None:
-                earned[verifier_reward(task, answer) >= 1.0].append((grade - low) / (high - low))
+        exchanges: dict[tuple[int, int], dict[str, str]] = defaultdict(dict)
+        for turn in record["turns"]:
+            exchanges[(turn["round"], turn["solution"])][turn["role"]] = turn["text"]
+        for turns in exchanges.values():
+            reward = round_rewards(turns[ROLES[SCORER]], low, high, unparsed_penalty=-1.0).returns[SOLVER]
+            if math.isfinite(reward):  # nan: the grade did not parse, so the answer was not rewarded
+                earned[verifier_reward(tasks[record["prompt"]], turns[ROLES[SOLVER]]) >= 1.0].append(reward)
     return {("right" if right else "wrong"): {"graded": len(scores),
                                               "mean_reward": round(sum(scores) / len(scores), 3) if scores else None}
             for right, scores in earned.items()}

@@ -14,9 +14,12 @@ from autotelic.tasks import get_family  # noqa: E402
 
 
 def record(task, exchanges: list[tuple[str, float | None]]) -> dict:
-    """A discussion record as evaluate_discussion writes it: every exchange's turns, then the grades in order."""
-    turns = [{"role": role, "text": text if role == "solver" else "a review"}
-             for text, _ in exchanges for role in ("solver", "evaluator", "scorer")]
+    """A discussion record as evaluate_discussion writes it, one round: each exchange's answer, a review and the
+    scorer's reply (the grade, or a reply with none)."""
+    turns = [{"role": role, "round": 0, "solution": index, "text": text}
+             for index, (answer, grade) in enumerate(exchanges)
+             for role, text in (("solver", answer), ("evaluator", "a review"),
+                                ("scorer", "no grade" if grade is None else f"{grade:g}"))]
     return {"prompt": task.prompt, "turns": turns, "grades": [grade for _, grade in exchanges]}
 
 
