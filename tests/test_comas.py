@@ -53,6 +53,14 @@ def test_an_unreadable_grade_penalises_the_scorer_and_rewards_nobody_else(reply)
         assert rewards.grade is None and math.isnan(solver) and math.isnan(evaluator) and scorer == penalty
 
 
+@pytest.mark.parametrize("reply, agrees, scorer", [("3", True, 1.0), ("3", False, 0.0), ("1", False, 1.0),
+                                                  ("2", True, 0.5), ("1", True, 0.0)])
+def test_with_consensus_a_readable_grade_pays_the_scorer_for_tracking_the_vote(reply, agrees, scorer):
+    rewards = round_rewards(reply, 1, 3, -1.0, agrees)
+    assert rewards.returns[SCORER] == scorer and rewards.returns[SOLVER] == (rewards.grade - 1) / 2
+    assert round_rewards("so so", 1, 3, -1.0, agrees).returns[SCORER] == -1.0
+
+
 # ---- roles --------------------------------------------------------------------------------------
 def test_seats_rotate_so_every_agent_plays_every_role_and_never_judges_its_own_work():
     for agents in (3, 4):
@@ -206,6 +214,18 @@ def test_the_sampler_plays_each_turn_with_its_seat_and_groups_it_by_task_round_r
     later = [m for agent in agents for m in agent.asked if "Earlier answers" in m]
     assert len(later) == 2 * 2 * 3 and all(m.count("Review: Check it.") == 2 for m in later)
     assert not any("SECRET" in m for agent in agents for m in agent.asked)
+
+
+@pytest.mark.parametrize("answers, paid", [(("8", "7", "7"), 1.0), (("8", "8", "7"), 0.0)])
+def test_with_consensus_scorers_are_paid_against_the_vote_over_all_the_tasks_discussions_not_the_key(answers, paid):
+    # scripted scorers grade 7 high and 8 low; the key says 8. Where 7 wins each round's vote over the task's two
+    # discussions, every grade agrees with it (1.0); where 8 wins, every grade disagrees (0.0)
+    agents = [ScriptedAgent(answer) for answer in answers]
+    task = dataclasses.replace(TASK, answer="8")
+    groups = DiscussionSampler(agents, rounds=2, solutions=3, consensus=True).generate([task], 2, max_new_tokens=16)
+    assert {s.info["return"] for g in groups for s in g.samples if s.info["role"] == "scorer"} == {paid}
+    without = DiscussionSampler(agents, rounds=2, solutions=3).generate([task], 2, max_new_tokens=16)
+    assert {s.info["return"] for g in without for s in g.samples if s.info["role"] == "scorer"} == {0.0}
 
 
 def test_discussion_accuracy_takes_the_vote_of_the_last_rounds_answers():

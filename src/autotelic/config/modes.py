@@ -144,7 +144,10 @@ class DiscussionConfig:
     grade_high: int = 3
     """The scorer grades from grade_low (wrong) to grade_high (correct)."""
     unparsed_penalty: float = -1.0
-    """The scorer's reward when its grade cannot be read (a readable grade earns 0)."""
+    """The scorer's reward when its grade cannot be read (a readable grade earns 0, or see consensus)."""
+    consensus: bool = False
+    """Not the paper's: a readable grade earns the scorer 1 - |s - y|, y = 1 when the graded answer is the vote of
+    the round's answers to its task (the agents' own majority, no answer key), else 0; false: 0 (CoMAS)."""
     grade_tokens: int = 8
     """New tokens a scorer's turn may take at most (other turns: control.max_new_tokens)."""
 

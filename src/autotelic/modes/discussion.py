@@ -17,7 +17,8 @@ from autotelic.rollout.discussion import DiscussionSampler, evaluate_discussion
 def discussion(config: RunConfig, agents: list[PolicyBackend], greedy: bool = False) -> DiscussionSampler:
     cfg, gen = config.discussion, config.generate
     return DiscussionSampler(agents, cfg.rounds, cfg.solutions, cfg.references, cfg.grade_low, cfg.grade_high,
-                             cfg.unparsed_penalty, cfg.grade_tokens, gen.temperature, gen.top_p, greedy)
+                             cfg.unparsed_penalty, cfg.consensus, cfg.grade_tokens, gen.temperature, gen.top_p,
+                             greedy)
 
 
 def discussions(built: Built) -> DiscussionSampler:

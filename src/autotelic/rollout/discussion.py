@@ -15,7 +15,11 @@ evaluator and paid by a third agent's grade:
 - solver: the grade normalised to [0, 1], s = (g - low) / (high - low);
 - evaluator: 1 - s, so a critique that sinks a bad answer pays and one that sinks a good answer costs;
 - scorer: 0 for a grade that parses (``rewards.judge.parse_score``), ``unparsed_penalty`` otherwise; a
-  readable grade is the one part of its job the others cannot judge, so that alone is rewarded.
+  readable grade is the one part of its job the others cannot judge, so that alone is rewarded (CoMAS).
+  With ``consensus`` (this project's option, not the paper's), a readable grade instead earns 1 - |s - y|,
+  y = 1 when the graded answer is the vote of the round's answers to the task over all its discussions, else 0:
+  paid by format alone, a small model's scorers settle on one grade and the grades stop carrying information
+  (docs/results.md), where agreement with the agents' own vote, as TTRL's label, still needs no answer key.
 An exchange whose grade does not parse says nothing about its answer or critique: those two turns get nan
 and go to a group of their own, which the Filter drops as unscorable (logged, never trained).
 
@@ -90,13 +94,16 @@ class RoundRewards:
     returns: tuple[float, float, float]  # solver, evaluator, scorer (nan: no reward)
 
 
-def round_rewards(grade_reply: str, low: int, high: int, unparsed_penalty: float) -> RoundRewards:
-    """Each role's reward from the scorer's reply (see the module docstring)."""
+def round_rewards(grade_reply: str, low: int, high: int, unparsed_penalty: float,
+                  agrees: bool | None = None) -> RoundRewards:
+    """Each role's reward from the scorer's reply (see the module docstring); ``agrees``: whether the graded answer
+    is the vote's (``consensus``), None to pay a readable grade alone."""
     grade = parse_score(grade_reply, low, high)
     if grade is None:
         return RoundRewards(None, (math.nan, math.nan, unparsed_penalty))
     score = (grade - low) / (high - low)
-    return RoundRewards(grade, (score, 1.0 - score, 0.0))
+    scorer = 0.0 if agrees is None else 1.0 - abs(score - float(agrees))
+    return RoundRewards(grade, (score, 1.0 - score, scorer))
 
 
 # ---- discussions --------------------------------------------------------------------------------
@@ -138,10 +145,25 @@ class Discussion:
         return scorer_message(problem, current[SOLVER], current[EVALUATOR], low, high)
 
 
-def reward_round(discussion: Discussion, round_index: int, low: int, high: int, unparsed_penalty: float) -> None:
-    """Label a finished round's samples, exchange by exchange: rewards (``info["return"]``), grade, roles, agents."""
+def votes_agreed(discussions: list[Discussion], round_index: int) -> list[list[bool]]:
+    """Per discussion and exchange of round ``round_index``: whether its answer is the vote of the round's answers
+    to its task over all the task's discussions (``consensus``); no answer agrees with nothing."""
+    answers = {id(d): [default_extract(turns[SOLVER].sample.text) for turns in d.rounds[round_index]]
+               for d in discussions}
+    by_task: dict[int, list[str | None]] = defaultdict(list)
+    for discussion in discussions:
+        by_task[discussion.task_index] += answers[id(discussion)]
+    votes = {task: majority_answer(extracted)[0] for task, extracted in by_task.items()}
+    return [[a is not None and a == votes[d.task_index] for a in answers[id(d)]] for d in discussions]
+
+
+def reward_round(discussion: Discussion, round_index: int, low: int, high: int, unparsed_penalty: float,
+                 agreed: list[bool] | None = None) -> None:
+    """Label a finished round's samples, exchange by exchange: rewards (``info["return"]``), grade, roles, agents;
+    ``agreed``: per exchange whether its answer is the vote's (``consensus``), None to pay format alone."""
     for solution, turns in enumerate(discussion.rounds[round_index]):
-        rewards = round_rewards(turns[SCORER].sample.text, low, high, unparsed_penalty)
+        rewards = round_rewards(turns[SCORER].sample.text, low, high, unparsed_penalty,
+                                None if agreed is None else agreed[solution])
         for role, (turn, reward) in enumerate(zip(turns, rewards.returns)):
             turn.sample.info.update({"return": reward, "grade": rewards.grade, "agent": turn.agent,
                                      "role": ROLES[role], "round": round_index, "solution": solution,
@@ -180,6 +202,7 @@ class DiscussionSampler:
     low: int = 1
     high: int = 3
     unparsed_penalty: float = -1.0
+    consensus: bool = False  # the scorer paid for agreeing with the vote of the round's answers (module docstring)
     grade_tokens: int = 8  # a grade is a number: the scorer's turns stop early
     temperature: float = 1.0
     top_p: float = 1.0
@@ -202,8 +225,9 @@ class DiscussionSampler:
                 discussion.rounds.append([[] for _ in range(self.solutions)])
             for role in range(len(ROLES)):
                 self._turn(discussions, role, max_new_tokens)
-            for discussion in discussions:
-                reward_round(discussion, r, self.low, self.high, self.unparsed_penalty)
+            agreed = votes_agreed(discussions, r) if self.consensus else [None] * len(discussions)
+            for discussion, exchanges_agreed in zip(discussions, agreed):
+                reward_round(discussion, r, self.low, self.high, self.unparsed_penalty, exchanges_agreed)
         return discussions
 
     def _turn(self, discussions: list[Discussion], role: int, max_new_tokens: int) -> None:
