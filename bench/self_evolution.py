@@ -141,13 +141,14 @@ def grade_reliability(records: list[dict], tasks: dict[str, Task], low: int, hig
     CoMAS reward for it (``round_rewards`` of the scorer's reply, 0 to 1) on average for each."""
     earned: dict[bool, list[float]] = {True: [], False: []}
     for record in records:
+        task = tasks[record["prompt"]]
         exchanges: dict[tuple[int, int], dict[str, str]] = defaultdict(dict)
         for turn in record["turns"]:
             exchanges[(turn["round"], turn["solution"])][turn["role"]] = turn["text"]
         for turns in exchanges.values():
             reward = round_rewards(turns[ROLES[SCORER]], low, high, unparsed_penalty=-1.0).returns[SOLVER]
             if math.isfinite(reward):  # nan: the grade did not parse, so the answer was not rewarded
-                earned[verifier_reward(tasks[record["prompt"]], turns[ROLES[SOLVER]]) >= 1.0].append(reward)
+                earned[verifier_reward(task, turns[ROLES[SOLVER]]) >= 1.0].append(reward)
     return {("right" if right else "wrong"): {"graded": len(scores),
                                               "mean_reward": round(sum(scores) / len(scores), 3) if scores else None}
             for right, scores in earned.items()}

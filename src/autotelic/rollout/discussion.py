@@ -45,7 +45,7 @@ from typing import Any
 
 from autotelic.backends import PolicyBackend
 from autotelic.rewards.judge import parse_score
-from autotelic.rewards.majority import default_extract, majority_answer
+from autotelic.rewards.majority import MajorityVoteReward, default_extract, majority_answer
 from autotelic.rollout.filter import verifier_reward
 from autotelic.rollout.generate import PolicySampler, common_prefix, sizes_per_task, under_shared_prompt
 from autotelic.types import Group, Sample, Task
@@ -146,15 +146,17 @@ class Discussion:
 
 
 def votes_agreed(discussions: list[Discussion], round_index: int) -> list[list[bool]]:
-    """Per discussion and exchange of round ``round_index``: whether its answer is the vote of the round's answers
-    to its task over all the task's discussions (``consensus``); no answer agrees with nothing."""
-    answers = {id(d): [default_extract(turns[SOLVER].sample.text) for turns in d.rounds[round_index]]
-               for d in discussions}
-    by_task: dict[int, list[str | None]] = defaultdict(list)
-    for discussion in discussions:
-        by_task[discussion.task_index] += answers[id(discussion)]
-    votes = {task: majority_answer(extracted)[0] for task, extracted in by_task.items()}
-    return [[a is not None and a == votes[d.task_index] for a in answers[id(d)]] for d in discussions]
+    """Per discussion and exchange of round ``round_index``: whether TTRL's majority vote (``MajorityVoteReward``)
+    over the round's answers to its task, in all the task's discussions, pays its answer (``consensus``)."""
+    vote = MajorityVoteReward()
+    agreed: list[list[bool]] = [[] for _ in discussions]
+    for task_index in {d.task_index for d in discussions}:
+        mine = [i for i, d in enumerate(discussions) if d.task_index == task_index]
+        answers = [[turns[SOLVER].sample.text for turns in discussions[i].rounds[round_index]] for i in mine]
+        paid = iter(vote(discussions[mine[0]].task, [answer for texts in answers for answer in texts]))
+        for i, texts in zip(mine, answers):
+            agreed[i] = [next(paid) == 1.0 for _ in texts]
+    return agreed
 
 
 def reward_round(discussion: Discussion, round_index: int, low: int, high: int, unparsed_penalty: float,
