@@ -6,22 +6,23 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
 - rest: ReST-GRPO (groups of reward std < 0.05 dropped and refilled, partial-solution prompts cut from
         correct answers), then VM-MCTS: MCTS with test-scored rollouts on training problems labels partial
         programs, a value model learns them, and the held-out set is decoded with it: best-of-n picked by the
-        value of the whole answer (an outcome reward model), best-of-n picked by the weakest step's value (the
-        value model read as a PRM, ``eval.select_by=process_value``), and VM-MCTS;
+        value of the whole answer (an outcome reward model) and VM-MCTS, and with ``--prm`` best-of-n picked by
+        the weakest step's value (the value model read as a PRM, ``eval.select_by=process_value``);
 - rest_dpo (``--rest-dpo``): the ReST-DPO baseline: the same sampling, each group's best and worst answers by
         the unit tests as a DPO pair (``algorithm.name=online_dpo``), no partial-solution prompts.
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same generation budget
 per step for both (``control.max_tokens_per_step`` = tasks_per_step x group_size x max_new_tokens, so the
 refills of dynamic sampling stay within what GRPO may spend); ``--max-minutes`` a safety net flagged if it
 binds; decodings at ``eval.token_budget`` completion tokens per task, which best-of-n never exceeds.
-Every arm and seed is a fresh run of the checked-out code (no reuse of older runs). ``--seeds`` training
-seeds, one held-out set of at least ``--heldout`` problems for all.
+Every arm and seed is a fresh run of the checked-out code unless ``--reuse`` keeps one finished earlier with the
+same command on the same code (bench/runs.py). ``--seeds`` training seeds, one held-out set of at least ``--heldout``
+problems for all.
 
     python bench/rest_rl.py                          # 40 steps, 3 seeds, 201 held-out problems
     python bench/rest_rl.py --steps 10 --heldout 60 --oracle
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
-rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, best_of_n_vs_greedy, prm_best_of_n_vs_greedy and
-vm_mcts_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
+rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
+prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
 have).
 """
@@ -78,21 +79,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--oracle", action="store_true", help="also best-of-n picked by the hidden tests")
     parser.add_argument("--rest-dpo", action="store_true", help="also the ReST-DPO baseline arm")
+    # a decoding of the whole held-out set per rest run in this process, after every run: about as long as a run
+    parser.add_argument("--prm", action="store_true", help="also best-of-n picked by the value model read as a PRM")
     add_budget_arguments(parser, steps=40, max_minutes=90.0, heldout=200)
     args = parser.parse_args()
     budget = budget_from(args)
     arms = [with_token_cap(arm, budget) for arm in (*ARMS, *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
-    extra = {(run.arm.name, run.seed): {**decodings(run), **best_of_n(run, budget, "process_value", "prm_best_of_n"),
-                                        **(best_of_n(run, budget, "verifier", "oracle") if args.oracle else {})}
-             for run in trained["rest"]}
+    selections = [*([("process_value", "prm_best_of_n")] if args.prm else []),
+                  *([("verifier", "oracle")] if args.oracle else [])]
+    extra = {(run.arm.name, run.seed): decodings(run) for run in trained["rest"]}
+    for run in trained["rest"]:
+        for select_by, name in selections:
+            extra[(run.arm.name, run.seed)].update(best_of_n(run, budget, select_by, name))
     greedy = Measure(trained["rest"])
     comparisons = [compare("rest_vs_grpo", Measure(trained["grpo"]), greedy),
                    *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]
                      if args.rest_dpo else []),
                    *[compare(f"{name}_vs_greedy", greedy, Measure(trained["rest"], f"eval_after_{name}"))
-                     for name in ("best_of_n", "prm_best_of_n", "vm_mcts", *(["oracle"] if args.oracle else []))],
+                     for name in ("best_of_n", "vm_mcts", *(name for _, name in selections))],
                    # the issue's comparison: the tree search against sampling at the same token budget per task
                    compare("vm_mcts_vs_best_of_n", Measure(trained["rest"], "eval_after_best_of_n"),
                            Measure(trained["rest"], "eval_after_vm_mcts"))]
