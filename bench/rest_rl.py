@@ -79,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--oracle", action="store_true", help="also best-of-n picked by the hidden tests")
     parser.add_argument("--rest-dpo", action="store_true", help="also the ReST-DPO baseline arm")
-    # a decoding of the whole held-out set per rest run in this process, after every run: about as long as a run
+    # a decoding of the whole held-out set per rest run, in this process once all runs end: about as long as a run
     parser.add_argument("--prm", action="store_true", help="also best-of-n picked by the value model read as a PRM")
     add_budget_arguments(parser, steps=40, max_minutes=90.0, heldout=200)
     args = parser.parse_args()
