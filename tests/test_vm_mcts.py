@@ -15,7 +15,7 @@ from autotelic.config import ModelConfig, SearchConfig
 from autotelic.evaluation import Decoding, evaluate
 from autotelic.loading import load_config
 from autotelic.rewards import build_reward
-from autotelic.search import RolloutEvaluator, search, value_examples
+from autotelic.search import RolloutEvaluator, ValueEvaluator, search, value_examples
 from autotelic.tasks import get_family
 from autotelic.run_state import new_run_dir
 from autotelic.trainer import Trainer
@@ -75,6 +75,24 @@ def test_search_with_test_scored_rollouts_labels_nodes_consistently(policy):
     assert examples and all(0.0 <= e.target <= 1.0 and e.weight >= 1 for e in examples)
 
 
+def test_search_widens_exhausted_nodes_until_the_budget_is_spent(policy):
+    # pyfunc at the recipe's decoding temperature: every sample opens with the same code fence and signature, so
+    # without widening the root was exhausted after an answer or two, a tenth of the budget spent
+    tasks = _code_tasks("pyfunc")
+    budget = 192
+    trees = search(policy, tasks, ValueEvaluator(policy, ValueModel("random:qwen2-tiny")), iterations=budget,
+                   children=2, step_tokens=16, max_new_tokens=48, temperature=0.5, c_uct=1.0, token_budget=budget)
+    for tree in trees:
+        assert budget <= tree.tokens_spent <= budget + 1
+        assert len(tree.finished()) >= 3  # several whole answers to choose from, sharing their prefixes
+        assert any(len(node.children) > 2 for node in tree.nodes)  # a node sampled again once its children were spent
+        for node in tree.nodes:
+            if node.exhausted and not node.terminal:  # only a node whose last widening found no new line
+                assert node.saturated and all(tree.nodes[c].exhausted for c in node.children)
+            lines = [tuple(tree.nodes[c].token_ids) for c in node.children]
+            assert len(lines) == len(set(lines))  # every line once
+
+
 def test_value_model_learns_separable_targets_and_round_trips(tmp_path):
     prompt = "Write a function that adds one."
     good = [ValueExample(prompt, f"```python\ndef f(x):\n    return x + 1  # {i}\n```", 1.0) for i in range(6)]
@@ -121,8 +139,9 @@ def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):
         for record in result.records:
             if strategy == "best_of_n":  # a sample is drawn only while a whole one (48 tokens) still fits
                 assert budget - 48 < record["tokens"] <= budget
-            else:  # the search stops once the budget is reached: at most one expansion beyond it
-                assert budget <= record["tokens"] <= budget + 2 * 48
+            else:  # the last expansion shares what is left among its 2 children (a token over at most), and an
+                # answer the search did not finish is completed greedily (up to 48 tokens more, counted)
+                assert budget <= record["tokens"] <= budget + 1 + 48
         assert result.summary()["tokens_per_task"] == pytest.approx(
             sum(r["tokens"] for r in result.records) / len(tasks), abs=0.1)
     with pytest.raises(ValueError, match="needs a value model"):

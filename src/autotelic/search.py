@@ -9,9 +9,13 @@ next leaf. New children are evaluated by one of two evaluators:
   the value model's training target: labels without annotation.
 - ``ValueEvaluator`` (decoding): the value model predicts the node's value; no test runs.
 
-All trees advance in lockstep, so every expansion and every evaluation is one batched call. A
-node is exhausted once it is terminal or all its children are; a tree stops when its root is
-exhausted, its iterations are spent or its completion-token budget is.
+All trees advance in lockstep, so every expansion and every evaluation is one batched call.
+Progressive widening: a node whose children are all exhausted is expanded again (more lines
+sampled from it) until an expansion adds no line it does not have; only then, or when terminal, is
+it exhausted. Without it a near-deterministic policy (every sample opens with the same code fence)
+exhausts its root after one or two answers and leaves most of a token budget unspent. A tree stops
+when its root is exhausted, its iterations are spent or its completion-token budget is; every
+sampled token counts toward the budget, duplicate lines included.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class Node:
     estimate: float | None = None  # the evaluator's value of this node itself
     children: list[int] = field(default_factory=list)
     exhausted: bool = False
+    saturated: bool = False  # an expansion of it sampled only lines it already has
 
     @property
     def q(self) -> float:
@@ -61,10 +66,10 @@ class SearchTree:
         return node.q + c * math.sqrt(math.log(max(1, parent.visits)) / node.visits)
 
     def select(self, c: float) -> int:
-        """The leaf UCT leads to, skipping exhausted subtrees."""
+        """The node to expand: UCT's path down through subtrees not exhausted, ending at a leaf or at a node
+        whose children are all exhausted (it widens)."""
         index = 0
-        while self.nodes[index].children:
-            options = [i for i in self.nodes[index].children if not self.nodes[i].exhausted]
+        while options := [i for i in self.nodes[index].children if not self.nodes[i].exhausted]:
             index = max(options, key=lambda i: self.uct(i, c))
         return index
 
@@ -77,13 +82,14 @@ class SearchTree:
 
     def mark_exhausted(self, index: int) -> None:
         node: int | None = index
-        while node is not None and (self.nodes[node].terminal or self._children_exhausted(node)):
+        while node is not None and (self.nodes[node].terminal or self._spent(node)):
             self.nodes[node].exhausted = True
             node = self.nodes[node].parent
 
-    def _children_exhausted(self, index: int) -> bool:
-        children = self.nodes[index].children
-        return bool(children) and all(self.nodes[c].exhausted for c in children)
+    def _spent(self, index: int) -> bool:
+        """Saturated with every child exhausted: widening it again would only sample lines it has."""
+        node = self.nodes[index]
+        return node.saturated and all(self.nodes[c].exhausted for c in node.children)
 
     def finished(self) -> list[int]:
         return [i for i, n in enumerate(self.nodes) if n.terminal and n.estimate is not None]
@@ -151,17 +157,26 @@ def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, ite
         if not active:
             break
         leaves = [(tree, tree.select(c_uct)) for tree in active]
-        caps = [min(step_tokens, max_new_tokens - len(tree.nodes[leaf].token_ids)) for tree, leaf in leaves]
+        # the last expansion of a tree shares what is left of its budget among its children: the budget holds
+        caps = [min(step_tokens, max_new_tokens - len(tree.nodes[leaf].token_ids),
+                    step_tokens if token_budget is None else max(1, (token_budget - tree.tokens_spent) // children))
+                for tree, leaf in leaves]
         outputs = generate_capped(policy, [t.prompt_ids + t.nodes[leaf].token_ids for t, leaf in leaves], children,
                                   caps, temperature, stop_token_ids=line_end, prefixes=prefixes)
         new: list[tuple[SearchTree, int]] = []
         for (tree, leaf), completions in zip(leaves, outputs):
             tree.iterations += 1
-            for completion in _distinct(completions):
-                tokens = tree.nodes[leaf].token_ids + completion.token_ids
-                tree.tokens_spent += len(completion.token_ids)
+            tree.tokens_spent += sum(len(c.token_ids) for c in completions)
+            node = tree.nodes[leaf]
+            lines = _new_lines(completions, {tuple(tree.nodes[c].token_ids[len(node.token_ids):])
+                                             for c in node.children})
+            if not lines:
+                node.saturated = True
+                tree.mark_exhausted(leaf)
+            for completion in lines:
+                tokens = node.token_ids + completion.token_ids
                 tree.nodes.append(Node(tokens, leaf, completion.finished or len(tokens) >= max_new_tokens))
-                tree.nodes[leaf].children.append(len(tree.nodes) - 1)
+                node.children.append(len(tree.nodes) - 1)
                 new.append((tree, len(tree.nodes) - 1))
         for (tree, index), value in zip(new, evaluate(new) if new else []):
             tree.nodes[index].estimate = value
@@ -183,13 +198,14 @@ def generate_capped(policy: PolicyBackend, prompts: list[list[int]], n: int, cap
             for completions, cap in zip(outputs, caps)]
 
 
-def _distinct(completions: list[Completion]) -> list[Completion]:
-    """Identical sampled lines would only split one branch's visits: keep each once."""
-    seen, kept = set(), []
+def _new_lines(completions: list[Completion], have: set[tuple[int, ...]]) -> list[Completion]:
+    """Each sampled line once, leaving out those the node already has: identical lines would only split one
+    branch's visits."""
+    kept = []
     for completion in completions:
         key = tuple(completion.token_ids)
-        if key not in seen:
-            seen.add(key)
+        if key not in have:
+            have.add(key)
             kept.append(completion)
     return kept
 
