@@ -24,7 +24,9 @@ Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, th
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
 prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
-have).
+have). --prm and --oracle pick again among the candidates the run's best-of-n sampled (``evaluation.reselect``):
+the three selections compare on the same samples, and cost no decoding. bench/decoding.py compares the decodings
+alone on one fixed policy, over seeds of the value model and of sampling.
 """
 
 from __future__ import annotations
@@ -34,12 +36,10 @@ import json
 from pathlib import Path
 
 from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare, heldout_of,
-                  report, run_arms, runs_dir_from, runs_of, trained_policy)
+                  report, run_arms, runs_dir_from, runs_of)
 
-from autotelic.evaluation import evaluate
-from autotelic.checks import sandbox_isolation
+from autotelic.evaluation import reselect
 from autotelic.value_model import ValueModel
-from autotelic.vm_mcts import decoding_for
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
 ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
@@ -55,16 +55,12 @@ def with_token_cap(arm: Arm, budget: Budget) -> Arm:
     return Arm(arm.name, (*arm.overrides, f"control.max_tokens_per_step={cap}"), arm.recipe, arm.label)
 
 
-def best_of_n(run: ArmRun, budget: Budget, select_by: str, name: str) -> dict[str, float]:
-    """Best-of-n at the token budget picked by ``select_by`` (the hidden tests for the oracle, the run's value
-    model read as a PRM for process_value), written to ``eval_after_<name>.jsonl``."""
-    config = arm_config(run.arm, budget)
-    sandbox_isolation(config)
+def reselected(run: ArmRun, budget: Budget, select_by: str, name: str) -> dict[str, float]:
+    """The run's best-of-n candidates picked again by ``select_by`` (the hidden tests for the oracle, the run's value
+    model read as a PRM for process_value): the same samples as its ORM pick, written to ``eval_after_<name>.jsonl``."""
+    records = [json.loads(line) for line in (run.run_dir / "eval_after_best_of_n.jsonl").read_text().splitlines()]
     value_model = None if select_by == "verifier" else ValueModel.load(run.run_dir / "value_model")
-    decoding = decoding_for(config, "best_of_n", value_model)
-    decoding.select_by = select_by
-    result = evaluate(trained_policy(run, config), heldout_of(run.arm, budget), config.eval.max_new_tokens,
-                      config.eval.batch_size, decoding)
+    result = reselect(heldout_of(run.arm, budget), records, select_by, value_model)
     (run.run_dir / f"eval_after_{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in result.records))
     return {f"{name}_accuracy": result.accuracy, f"{name}_tokens_per_task": result.tokens_per_task}
 
@@ -79,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--oracle", action="store_true", help="also best-of-n picked by the hidden tests")
     parser.add_argument("--rest-dpo", action="store_true", help="also the ReST-DPO baseline arm")
-    # a decoding of the whole held-out set per rest run, in this process once all runs end: about as long as a run
+    # the value model's score of every step of every candidate, in this process once all runs end
     parser.add_argument("--prm", action="store_true", help="also best-of-n picked by the value model read as a PRM")
     add_budget_arguments(parser, steps=40, max_minutes=90.0, heldout=200)
     args = parser.parse_args()
@@ -92,7 +88,7 @@ def main() -> None:
     extra = {(run.arm.name, run.seed): decodings(run) for run in trained["rest"]}
     for run in trained["rest"]:
         for select_by, name in selections:
-            extra[(run.arm.name, run.seed)].update(best_of_n(run, budget, select_by, name))
+            extra[(run.arm.name, run.seed)].update(reselected(run, budget, select_by, name))
     greedy = Measure(trained["rest"])
     comparisons = [compare("rest_vs_grpo", Measure(trained["grpo"]), greedy),
                    *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]

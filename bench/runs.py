@@ -203,11 +203,18 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
     if occupied:
         sys.exit(f"{', '.join(occupied)}: already hold runs that this bench would run again; delete them or pass a "
                  "fresh --runs-dir (--reuse keeps only runs finished with the same command on the code checked out now)")
-    for job in jobs:
+    run_commands(list(zip(jobs, commands)), budget.parallel)
+    return jobs
+
+
+def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool) -> None:
+    """Each job's command, its log at ``<run_dir>.log``, one after another or one pinned core each; a job marked
+    reused is skipped. The bench stops if any fails; one that finishes leaves ``<run_dir>.json``, its provenance."""
+    for job, _ in jobs:
         if job.reused:
             print(f"{job.arm.name} seed {job.seed}: reusing the finished run in {job.run_dir}", flush=True)
-    cores = sorted(os.sched_getaffinity(0)) if budget.parallel else [None]
-    waiting = [(job, command) for job, command in zip(jobs, commands) if not job.reused]
+    cores = sorted(os.sched_getaffinity(0)) if parallel else [None]
+    waiting = [(job, command) for job, command in jobs if not job.reused]
     running: dict[int | None, tuple[ArmRun, dict[str, Any], subprocess.Popen]] = {}
     while waiting or running:
         for core in [c for c in cores if c not in running][:len(waiting)]:
@@ -222,7 +229,6 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
                 other.wait()
             sys.exit(f"{job.arm.name} seed {job.seed} failed: see {job.run_dir.with_suffix('.log')}")
         job.run_dir.with_suffix(".json").write_text(json.dumps(started_as))
-    return jobs
 
 
 def _wait_any(running: dict[int | None, tuple[ArmRun, dict[str, Any], subprocess.Popen]]) -> int | None:

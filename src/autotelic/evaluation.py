@@ -82,13 +82,31 @@ class Decoding:
                              "eval.value_model to a directory made by `autotelic value`")
 
 
-def _greedy(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int) -> list[tuple[str, int]]:
+@dataclass
+class Answer:
+    text: str
+    tokens: int  # completion tokens the task spent
+    candidates: list[str] = field(default_factory=list)  # best-of-n: every sample it chose among
+
+
+def _greedy(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int) -> list[Answer]:
     groups = PolicySampler(policy, greedy=True).generate(tasks, 1, max_new_tokens)
-    return [(g.samples[0].text, len(g.samples[0].token_ids)) for g in groups]
+    return [Answer(g.samples[0].text, len(g.samples[0].token_ids)) for g in groups]
 
 
-def _best_of_n(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, decoding: Decoding,
-               ) -> list[tuple[str, int]]:
+def pick(task: Task, texts: list[str], select_by: str, value_model: ValueModel | None) -> str:
+    """The candidate best-of-n answers with: the verifier's best (the oracle), the weakest step's value (the value
+    model read as a PRM) or the value of the whole answer (an outcome reward model)."""
+    if select_by == "verifier":
+        scores = [verifier_reward(task, text) for text in texts]
+    elif select_by == "process_value":
+        scores = process_scores(value_model.predict, task, texts)
+    else:
+        scores = value_model.predict([(task.prompt, task.full_response(t)) for t in texts])
+    return texts[max(range(len(texts)), key=scores.__getitem__)]
+
+
+def _best_of_n(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, decoding: Decoding) -> list[Answer]:
     """Samples, one per task per wave, while another whole sample fits in the task's token budget (a sample
     may run to its cap, so the budget is never exceeded); then the best one."""
     budget = decoding.budget(max_new_tokens)
@@ -103,26 +121,36 @@ def _best_of_n(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, de
         for i, group in zip(open_rows, sampler.generate([tasks[i] for i in open_rows], 1, cap)):
             candidates[i].append(group.samples[0].text)
             spent[i] += len(group.samples[0].token_ids)
-    chosen = []
-    for task, texts in zip(tasks, candidates):
-        if decoding.select_by == "verifier":
-            scores = [verifier_reward(task, text) for text in texts]
-        elif decoding.select_by == "process_value":  # the value model read as a PRM: the weakest step's value
-            scores = process_scores(decoding.value_model.predict, task, texts)
-        else:
-            scores = decoding.value_model.predict([(task.prompt, task.full_response(t)) for t in texts])
-        chosen.append(texts[max(range(len(texts)), key=scores.__getitem__)])
-    return list(zip(chosen, spent))
+    return [Answer(pick(task, texts, decoding.select_by, decoding.value_model), tokens, texts)
+            for task, texts, tokens in zip(tasks, candidates, spent)]
 
 
-def _vm_mcts(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, decoding: Decoding,
-             ) -> list[tuple[str, int]]:
+def _vm_mcts(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, decoding: Decoding) -> list[Answer]:
     cfg = decoding.search
     budget = decoding.budget(max_new_tokens)
     trees = search(policy, tasks, ValueEvaluator(policy, decoding.value_model), iterations=budget,
                    children=cfg.children, step_tokens=cfg.step_tokens, max_new_tokens=max_new_tokens,
                    temperature=cfg.temperature, c_uct=cfg.c_uct, token_budget=budget)
-    return [(best_response(tree, policy, max_new_tokens), tree.tokens_spent) for tree in trees]
+    return [Answer(best_response(tree, policy, max_new_tokens), tree.tokens_spent) for tree in trees]
+
+
+def _record(task: Task, answer: Answer) -> dict[str, Any]:
+    return {"family": task.family, "level": task.level, "prompt": task.prompt, "answer": task.answer,
+            "completion": answer.text, "tokens": answer.tokens,
+            "reward": (reward := verifier_reward(task, answer.text)), "correct": correct(reward),
+            **({"candidates": answer.candidates} if answer.candidates else {})}
+
+
+def reselect(tasks: Sequence[Task], records: Sequence[dict[str, Any]], select_by: str,
+             value_model: ValueModel | None = None) -> EvalResult:
+    """Best-of-n's held-out answers picked again among the candidates it sampled (``records`` from a best_of_n
+    evaluation of ``tasks``), by another ``select_by``: selections compared on the same samples and the same
+    tokens, with no new decoding."""
+    if [t.prompt for t in tasks] != [r["prompt"] for r in records] or any("candidates" not in r for r in records):
+        raise ValueError("reselect needs the best_of_n records of these very tasks, in their order")
+    return _result([_record(task, Answer(pick(task, r["candidates"], select_by, value_model), r["tokens"],
+                                         r["candidates"]))
+                    for task, r in zip(tasks, records)], f"best_of_n:{select_by}")
 
 
 def episode_reward(sample: Sample) -> float:
@@ -189,8 +217,5 @@ def evaluate(policy: PolicyBackend, tasks: Sequence[Task], max_new_tokens: int, 
             answers = _best_of_n(policy, chunk, max_new_tokens, decoding)
         else:
             answers = _vm_mcts(policy, chunk, max_new_tokens, decoding)
-        for task, (completion, tokens) in zip(chunk, answers):
-            records.append({"family": task.family, "level": task.level, "prompt": task.prompt,
-                            "answer": task.answer, "completion": completion, "tokens": tokens,
-                            "reward": (reward := verifier_reward(task, completion)), "correct": correct(reward)})
+        records.extend(_record(task, answer) for task, answer in zip(chunk, answers))
     return _result(records, decoding.strategy)
