@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from autotelic.backends.hf import HFPolicy
 from autotelic.cli import app
 from autotelic.config import ModelConfig, SearchConfig
-from autotelic.evaluation import Decoding, evaluate
+from autotelic.evaluation import Decoding, correct, evaluate, reselect
+from autotelic.rollout.filter import verifier_reward
 from autotelic.loading import load_config
 from autotelic.rewards import build_reward
 from autotelic.search import RolloutEvaluator, ValueEvaluator, search, value_examples
@@ -139,11 +140,19 @@ def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):
         for record in result.records:
             if strategy == "best_of_n":  # a sample is drawn only while a whole one (48 tokens) still fits
                 assert budget - 48 < record["tokens"] <= budget
+                assert record["completion"] in record["candidates"] and len(record["candidates"]) >= 2
             else:  # the last expansion shares what is left among its 2 children (a token over at most), and an
                 # answer the search did not finish is completed greedily (up to 48 tokens more, counted)
                 assert budget <= record["tokens"] <= budget + 1 + 48
         assert result.summary()["tokens_per_task"] == pytest.approx(
             sum(r["tokens"] for r in result.records) / len(tasks), abs=0.1)
+        if strategy == "best_of_n":  # the same candidates picked again by the tests: right wherever any one is
+            oracle = reselect(tasks, result.records, "verifier")
+            assert oracle.decoding == "best_of_n:verifier" and oracle.tokens_per_task == result.tokens_per_task
+            for task, record in zip(tasks, oracle.records):
+                assert record["correct"] == max(correct(verifier_reward(task, c)) for c in record["candidates"])
+            with pytest.raises(ValueError, match="records of these very tasks"):
+                reselect(tasks[::-1], result.records, "verifier")
     with pytest.raises(ValueError, match="needs a value model"):
         evaluate(policy, tasks, 48, decoding=Decoding("vm_mcts"))
 
