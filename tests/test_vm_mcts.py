@@ -94,6 +94,19 @@ def test_search_widens_exhausted_nodes_until_the_budget_is_spent(policy):
             assert len(lines) == len(set(lines))  # every line once
 
 
+def test_kept_prompt_states_give_the_features_of_whole_sequences():
+    model = ValueModel(None)
+    first, second = "Write a function that adds one.", "Write a function that returns its argument doubled."
+    pairs = [(first, ""), (first, "```python\ndef f(x):\n"), (second, "```python\ndef g(x):\n    return 2 * x\n```"),
+             (first, "```python\ndef f(x):\n    return x + 1\n```"), (second, "I")]
+    with torch.no_grad():
+        whole = model.features(pairs)  # every sequence from its first token, left-padded in one batch
+    kept = model.kept_prompt_features(pairs, batch_size=2)  # each prompt once, responses from its state
+    assert torch.allclose(kept, whole, atol=1e-4)
+    again = model.kept_prompt_features(pairs[::-1])  # in another order, from the states the first call kept
+    assert torch.allclose(again, whole.flip(0), atol=1e-4)
+
+
 def test_value_model_learns_separable_targets_and_round_trips(tmp_path):
     prompt = "Write a function that adds one."
     good = [ValueExample(prompt, f"```python\ndef f(x):\n    return x + 1  # {i}\n```", 1.0) for i in range(6)]

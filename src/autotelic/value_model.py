@@ -9,18 +9,24 @@ programs far better than the last token's state: AUC 0.97 vs 0.59, standardised,
 body stays frozen (``body="frozen"``) and its features are computed once, which makes training a matter of seconds
 on a CPU; ``body="lora"`` trains LoRA adapters on it with the head (merged into the saved body), ``body="full"``
 fine-tunes all of it (the paper's setting, for GPUs).
+
+Outside training, a prompt's attention state is computed once and kept (``PROMPT_STATES`` prompts, the most recently
+used): search asks for the value of many partial responses to the same problem, each call a line longer, and a
+process reward for every step of every answer, so each pair runs only its response from the kept state.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import DynamicCache
 
-from autotelic.backends.batching import left_pad
+from autotelic.backends.batching import left_pad, right_pad
 from autotelic.backends.embedded import ModelFileError
 from autotelic.backends.hf import encode_chat
 from autotelic.backends.model_dir import resolve_model_dir
@@ -28,6 +34,7 @@ from autotelic.config.sections import LORA_TARGETS
 
 HEAD_FILE = "value_head.pt"
 META_FILE = "value_model.json"
+PROMPT_STATES = 128  # prompts whose attention state is kept between calls: about 10 MB each for the embedded model
 
 
 def value_model_problem(directory: Path) -> str | None:
@@ -92,6 +99,8 @@ class ValueModel:
         self.body_kind, self.system_prompt = body, system_prompt
         self.head = ValueHead(self.body.config.hidden_size)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        # each prompt's keys and values per layer, valid while the body's weights do not change (fit drops them)
+        self._prompt_states: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
 
     # ---- features and predictions ------------------------------------------------------------
     def _encode(self, prompt: str, response: str) -> tuple[list[int], int]:
@@ -115,11 +124,46 @@ class ValueModel:
             rows.append((hidden * response_mask[..., None]).sum(1) / response_mask.sum(1, keepdim=True))
         return torch.cat(rows)
 
+    def _prompt_state(self, head: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The body's keys and values over ``head`` (the chat up to the response), computed once and then kept."""
+        state = self._prompt_states.pop(head, None)
+        if state is None:
+            cache = self.body(input_ids=torch.tensor([head]), use_cache=True).past_key_values
+            state = [(layer.keys, layer.values) for layer in cache.layers]  # each (1, heads, len(head), head_dim)
+        self._prompt_states[head] = state
+        while len(self._prompt_states) > PROMPT_STATES:
+            self._prompt_states.popitem(last=False)
+        return state
+
+    @torch.no_grad()
+    def kept_prompt_features(self, pairs: list[tuple[str, str]], batch_size: int = 16) -> torch.Tensor:
+        """``features`` without computing a prompt twice: the pairs of one prompt run their responses (from the
+        turn's opening token) in batches from its kept state. No gradients: for predictions and frozen features."""
+        encoded = [self._encode(p, r) for p, r in pairs]
+        by_head: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for index, (ids, prompt_len) in enumerate(encoded):
+            by_head[tuple(ids[:max(1, prompt_len - 1)])].append(index)
+        rows = torch.empty(len(pairs), self.body.config.hidden_size)
+        for head, indices in by_head.items():
+            state = self._prompt_state(head)
+            for start in range(0, len(indices), batch_size):
+                batch = indices[start:start + batch_size]
+                ids, mask = right_pad([encoded[i][0][len(head):] for i in batch], self.pad_id)
+                past = DynamicCache(ddp_cache_data=[(keys.expand(len(batch), -1, -1, -1),
+                                                     values.expand(len(batch), -1, -1, -1)) for keys, values in state])
+                positions = len(head) + torch.arange(ids.shape[1]).expand(len(batch), -1)
+                attention = torch.cat([torch.ones(len(batch), len(head), dtype=torch.long), mask.long()], dim=1)
+                hidden = self.body(input_ids=ids, attention_mask=attention, position_ids=positions,
+                                   past_key_values=past, use_cache=True).last_hidden_state
+                weights = mask.to(hidden.dtype)[..., None]
+                rows[batch] = (hidden * weights).sum(1) / weights.sum(1)
+        return rows
+
     @torch.no_grad()
     def predict(self, pairs: list[tuple[str, str]], batch_size: int = 16) -> list[float]:
         if not pairs:
             return []
-        return torch.sigmoid(self.head(self.features(pairs, batch_size))).tolist()
+        return torch.sigmoid(self.head(self.kept_prompt_features(pairs, batch_size))).tolist()
 
     # ---- training ----------------------------------------------------------------------------
     def fit(self, examples: list[ValueExample], epochs: int = 30, lr: float = 1e-3, batch_size: int = 16,
@@ -135,8 +179,10 @@ class ValueModel:
         targets = torch.tensor([e.target for e in examples])
         weights = torch.tensor([e.weight for e in examples])
         weights = weights / weights.mean()
-        with torch.no_grad():
-            initial = self.features(pairs, batch_size)
+        self._prompt_states.clear()  # computed by another body, or by this one before it trains
+        initial = self.kept_prompt_features(pairs, batch_size)
+        if self.train_body:
+            self._prompt_states.clear()
         self.head.set_statistics(initial)
         cached = None if self.train_body else initial
         params = list(self.head.parameters()) + [p for p in self.body.parameters() if p.requires_grad]
@@ -159,7 +205,7 @@ class ValueModel:
                 total += loss.item() * len(index)
             loss_value = total / len(order)
         with torch.no_grad():
-            feats = cached if cached is not None else self.features(pairs, batch_size)
+            feats = cached if cached is not None else self.kept_prompt_features(pairs, batch_size)
             predicted = torch.sigmoid(self.head(feats))
         return {"value/train_loss": loss_value,
                 "value/train_mae": float((predicted - targets).abs().mean()),
