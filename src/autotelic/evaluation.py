@@ -107,13 +107,15 @@ def pick(task: Task, texts: list[str], select_by: str, value_model: ValueModel |
 
 
 def _best_of_n(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, decoding: Decoding) -> list[Answer]:
-    """Samples, one per task per wave, while another whole sample fits in the task's token budget (a sample
-    may run to its cap, so the budget is never exceeded); then the best one."""
+    """Samples while another whole sample fits in the task's token budget (a sample may run to its cap, so the
+    budget is never exceeded); then the best one. The budget // cap samples that always fit come from one call (the
+    prompt computed once for all of them), then one per task per wave while another fits."""
     budget = decoding.budget(max_new_tokens)
     cap = min(max_new_tokens, budget)
     sampler = PolicySampler(policy, temperature=decoding.search.temperature)
-    candidates: list[list[str]] = [[] for _ in tasks]
-    spent = [0] * len(tasks)
+    groups = sampler.generate(tasks, budget // cap, cap)
+    candidates = [[sample.text for sample in group.samples] for group in groups]
+    spent = [sum(len(sample.token_ids) for sample in group.samples) for group in groups]
     while True:
         open_rows = [i for i in range(len(tasks)) if spent[i] + cap <= budget]
         if not open_rows:
