@@ -11,7 +11,10 @@ set decoded, sampling seeded by the seed too:
 - vm_mcts: line-level tree search guided by the value model, progressive widening, the same token budget.
 The policy is ``--model`` (a run directory's exported model or any model directory; default the recipe's, the
 embedded SmolLM2-135M), the same for every seed. Seeds run side by side with ``--parallel``, one pinned core and
-one torch thread each. ``--reuse`` keeps a seed finished earlier with the same command on the same code.
+one torch thread each. ``--reuse`` keeps a seed finished earlier with the same command on the same src/ and
+recipes/ (bench/runs.py); a seed's steps are this file's ``decode_seed``, which that check does not read: after
+changing it, run without ``--reuse``. On 2 CPU cores a seed takes about an hour at the defaults (value targets and
+fit ~15 minutes, best-of-n and VM-MCTS of 201 problems at 384 tokens the rest).
 
     python bench/decoding.py --seeds 3 --heldout 200 --parallel
 Prints a row per seed, writes bench/results/decoding-*.json and, last, the comparison lines:
@@ -48,7 +51,7 @@ DECODINGS = ("greedy", "best_of_n", "vm_mcts", *RESELECT)
 
 def seed_overrides(args: argparse.Namespace, seed: int) -> list[str]:
     """The recipe's overrides for one seed: the held-out size, the seed, the policy, the threads."""
-    budget = Budget(0, 0.0, args.seeds, args.heldout, args.parallel, tuple(args.overrides))  # no training
+    budget = Budget(0, 0.0, 1, args.heldout, args.parallel, tuple(args.overrides))  # no training
     return [*args.overrides, *heldout_overrides(ARM, budget), f"train.seed={seed}",
             *([f"model.path={args.model}"] if args.model else []), f"model.threads={1 if args.parallel else 'null'}"]
 
@@ -110,7 +113,7 @@ def main() -> None:
     for seed in range(args.seeds):
         out = runs_dir / f"decoding-s{seed}"
         command = [sys.executable, str(Path(__file__).resolve()), "--seed-worker", str(seed), "--out", str(out),
-                   f"--heldout={args.heldout}", f"--seeds={args.seeds}", *model,
+                   f"--heldout={args.heldout}", *model,
                    *(["--parallel"] if args.parallel else []), *args.overrides]
         jobs.append((ArmRun(ARM, seed, out, 0, args.reuse and finished_earlier(out, command)), command))
     run_commands(jobs, args.parallel)
