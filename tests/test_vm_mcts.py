@@ -105,6 +105,10 @@ def test_kept_prompt_states_give_the_features_of_whole_sequences():
     assert torch.allclose(kept, whole, atol=1e-4)
     again = model.kept_prompt_features(pairs[::-1])  # in another order, from the states the first call kept
     assert torch.allclose(again, whole.flip(0), atol=1e-4)
+    windowed = ValueModel("random:qwen2-tiny-sliding")  # a cache of the window only: what the response attends to
+    with torch.no_grad():
+        whole = windowed.features(pairs)
+    assert torch.allclose(windowed.kept_prompt_features(pairs, batch_size=2), whole, atol=1e-4)
 
 
 def test_value_model_learns_separable_targets_and_round_trips(tmp_path):

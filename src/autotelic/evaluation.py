@@ -149,7 +149,8 @@ def reselect(tasks: Sequence[Task], records: Sequence[dict[str, Any]], select_by
     evaluation of ``tasks``), by another ``select_by``: selections compared on the same samples and the same
     tokens, with no new decoding."""
     if [t.prompt for t in tasks] != [r["prompt"] for r in records] or any("candidates" not in r for r in records):
-        raise ValueError("reselect needs the best_of_n records of these very tasks, in their order")
+        raise ValueError("reselect needs the best_of_n records of these very tasks, in their order, with their "
+                         "candidates (written since commit 5a37dd5)")
     return _result([_record(task, Answer(pick(task, r["candidates"], select_by, value_model), r["tokens"],
                                          r["candidates"]))
                     for task, r in zip(tasks, records)], f"best_of_n:{select_by}")

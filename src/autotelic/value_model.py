@@ -125,11 +125,12 @@ class ValueModel:
         return torch.cat(rows)
 
     def _prompt_state(self, head: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The body's keys and values over ``head`` (the chat up to the response), computed once and then kept."""
+        """The body's keys and values over ``head`` (the chat up to the response), computed once and then kept
+        (a sliding-window layer keeps its window, all that the response's tokens attend to)."""
         state = self._prompt_states.pop(head, None)
         if state is None:
             cache = self.body(input_ids=torch.tensor([head]), use_cache=True).past_key_values
-            state = [(layer.keys, layer.values) for layer in cache.layers]  # each (1, heads, len(head), head_dim)
+            state = [(layer.keys, layer.values) for layer in cache.layers]  # each (1, heads, kept, head_dim)
         self._prompt_states[head] = state
         while len(self._prompt_states) > PROMPT_STATES:
             self._prompt_states.popitem(last=False)

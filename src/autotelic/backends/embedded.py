@@ -35,6 +35,11 @@ RANDOM_SHAPES = {
     "qwen2-tiny": ("Qwen2Config", {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
                                    "num_key_value_heads": 2, "intermediate_size": 512, "tie_word_embeddings": True,
                                    "max_position_embeddings": 4096}),
+    # every layer a sliding window of 4 tokens (Mistral's, Gemma's local layers): caches that keep only the window
+    "qwen2-tiny-sliding": ("Qwen2Config", {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                           "num_key_value_heads": 2, "intermediate_size": 512,
+                                           "tie_word_embeddings": True, "max_position_embeddings": 4096,
+                                           "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 0}),
     # vision-language (backends/vision.py): SmolVLM-256M's shape (SigLIP-B/16 at 512 px, SmolLM2-135M's text model)
     "smolvlm-256m": ("SmolVLMConfig", {
         "scale_factor": 4, "vision_config": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
