@@ -41,6 +41,7 @@ from autotelic.evaluation import EvalResult, evaluate, reselect
 from autotelic.heldout import build_heldout
 from autotelic.loading import load_config
 from autotelic.rollout.filter import response_scorer
+from autotelic.run_log import write_jsonl
 from autotelic.vm_mcts import decoding_for, train_value_model
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
@@ -76,7 +77,7 @@ def decode_seed(overrides: list[str], out: Path) -> None:
             results[name] = evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size,
                                      decoding_for(config, name, model))
         seconds[name] = time.perf_counter() - started
-        (out / f"eval_{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results[name].records))
+        write_jsonl(out / f"eval_{name}.jsonl", results[name].records)
     (out / "summary.json").write_text(json.dumps({
         "heldout_tasks": len(tasks), "token_budget": config.eval.token_budget, "value": metrics,
         "decodings": {name: result.summary() for name, result in results.items()},

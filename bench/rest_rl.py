@@ -39,6 +39,7 @@ from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config
                   report, run_arms, runs_dir_from, runs_of)
 
 from autotelic.evaluation import reselect
+from autotelic.run_log import write_jsonl
 from autotelic.value_model import ValueModel
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
@@ -61,7 +62,7 @@ def reselected(run: ArmRun, budget: Budget, select_by: str, name: str) -> dict[s
     records = [json.loads(line) for line in (run.run_dir / "eval_after_best_of_n.jsonl").read_text().splitlines()]
     value_model = None if select_by == "verifier" else ValueModel.load(run.run_dir / "value_model")
     result = reselect(heldout_of(run.arm, budget), records, select_by, value_model)
-    (run.run_dir / f"eval_after_{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in result.records))
+    write_jsonl(run.run_dir / f"eval_after_{name}.jsonl", result.records)
     return {f"{name}_accuracy": result.accuracy, f"{name}_tokens_per_task": result.tokens_per_task}
 
 

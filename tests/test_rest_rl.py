@@ -133,19 +133,15 @@ def test_backpropagation_and_uct_selection():
 
 
 def test_exhausted_subtrees_are_skipped_spent_nodes_widen_and_an_exhausted_root_ends_the_search():
-    tree = _tree()
-    tree.mark_exhausted(3)  # a's only child is terminal, yet a stays open: more lines may be sampled from it
+    tree = _tree()  # a's only child is terminal, yet a stays open: more lines may be sampled from it
     assert tree.nodes[3].exhausted and not tree.nodes[1].exhausted
     tree.nodes[2].terminal = True
-    tree.mark_exhausted(2)
     assert tree.nodes[2].exhausted and not tree.nodes[0].exhausted
     assert tree.select(c=100.0) == 1  # b is closed; a, whose children are all spent, is expanded again
     tree.nodes[1].saturated = True  # that widening sampled only lines a already had
-    tree.mark_exhausted(1)
     assert tree.nodes[1].exhausted and not tree.nodes[0].exhausted
     assert tree.select(c=1.0) == 0  # the root widens last
     tree.nodes[0].saturated = True
-    tree.mark_exhausted(0)
     assert tree.nodes[0].exhausted
 
 

@@ -43,8 +43,13 @@ class Node:
     value_sum: float = 0.0
     estimate: float | None = None  # the evaluator's value of this node itself
     children: list[int] = field(default_factory=list)
-    exhausted: bool = False
-    saturated: bool = False  # an expansion of it sampled only lines it already has
+    saturated: bool = False  # a widening of it sampled only lines it already has
+
+    @property
+    def exhausted(self) -> bool:
+        """Nothing left to search below it. A node is widened only once its children are all exhausted, so a
+        saturated node's are too."""
+        return self.terminal or self.saturated
 
     @property
     def q(self) -> float:
@@ -79,17 +84,6 @@ class SearchTree:
             self.nodes[node].visits += 1
             self.nodes[node].value_sum += value
             node = self.nodes[node].parent
-
-    def mark_exhausted(self, index: int) -> None:
-        node: int | None = index
-        while node is not None and (self.nodes[node].terminal or self._spent(node)):
-            self.nodes[node].exhausted = True
-            node = self.nodes[node].parent
-
-    def _spent(self, index: int) -> bool:
-        """Saturated with every child exhausted: widening it again would only sample lines it has."""
-        node = self.nodes[index]
-        return node.saturated and all(self.nodes[c].exhausted for c in node.children)
 
     def finished(self) -> list[int]:
         return [i for i, n in enumerate(self.nodes) if n.terminal and n.estimate is not None]
@@ -170,9 +164,7 @@ def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, ite
             node = tree.nodes[leaf]
             lines = _new_lines(completions, {tuple(tree.nodes[c].token_ids[len(node.token_ids):])
                                              for c in node.children})
-            if not lines:
-                node.saturated = True
-                tree.mark_exhausted(leaf)
+            node.saturated = not lines
             for completion in lines:
                 tokens = node.token_ids + completion.token_ids
                 tree.nodes.append(Node(tokens, leaf, completion.finished or len(tokens) >= max_new_tokens))
@@ -181,7 +173,6 @@ def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, ite
         for (tree, index), value in zip(new, evaluate(new) if new else []):
             tree.nodes[index].estimate = value
             tree.backpropagate(index, value)
-            tree.mark_exhausted(index)
     return trees
 
 

@@ -180,9 +180,8 @@ class ValueModel:
         targets = torch.tensor([e.target for e in examples])
         weights = torch.tensor([e.weight for e in examples])
         weights = weights / weights.mean()
-        self._prompt_states.clear()  # computed by another body, or by this one before it trains
         initial = self.kept_prompt_features(pairs, batch_size)
-        if self.train_body:
+        if self.train_body:  # the states are of the body before it trains
             self._prompt_states.clear()
         self.head.set_statistics(initial)
         cached = None if self.train_body else initial
