@@ -147,6 +147,31 @@ def test_a_lora_value_body_trains_its_adapters_and_saves_them_merged(tmp_path):
         ValueModel(None, body="half")
 
 
+def test_a_value_body_of_lower_layers_reads_their_state_and_saves_with_them(tmp_path):
+    from transformers import AutoModel
+
+    model = ValueModel(None, depth=0.6)  # 18 of the embedded model's 30 layers
+    assert len(model.body.layers) == model.body.config.num_hidden_layers == 18
+    prompt, response = "Write a function that adds one.", "```python\ndef f(x):\n    return x + 1\n```"
+    whole = AutoModel.from_pretrained(model.body_dir, dtype=torch.float32)
+    ids, prompt_len = model._encode(prompt, response)
+    with torch.no_grad():
+        state = whole(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states[18]
+        expected = whole.norm(state)[0, prompt_len - 1:].mean(0)  # the full body's layer 18, through its norm
+    assert torch.allclose(model.kept_prompt_features([(prompt, response)])[0], expected, atol=1e-4)
+    examples = [ValueExample(prompt, f"{response} # {i}", 1.0) for i in range(2)]
+    examples += [ValueExample(prompt, f"I cannot do that {i}.", 0.0) for i in range(2)]
+    for body in ("frozen", "lora"):  # a trained body is saved with only its kept layer
+        small = ValueModel("random:qwen2-tiny-sliding", body=body, depth=0.5)
+        small.fit(examples, epochs=2, batch_size=4)
+        before = small.predict([(prompt, response)])
+        small.save(tmp_path / body)
+        loaded = ValueModel.load(tmp_path / body)
+        assert len(loaded.body.layers) == 1 and loaded.predict([(prompt, response)]) == pytest.approx(before, abs=1e-4)
+    with pytest.raises(ValueError, match="share of the body's layers it keeps"):
+        ValueModel(None, depth=0.0)
+
+
 def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):
     value_model = ValueModel("random:qwen2-tiny")  # its estimates do not matter here: what the decodings spend does
     budget = 96

@@ -2,8 +2,11 @@
 
 ReST-RL's VM-MCTS trains it on node values that tree search measured with test-scored rollouts, so
 it needs no annotation. The body is a causal LM's decoder (by default the trained policy's own
-weights); the scalar head reads the mean hidden state over the response, standardised with the
-training set's statistics, and is trained with binary cross-entropy against the soft targets. (On
+weights), cut to its lowest ``depth`` share of layers; the scalar head reads the mean hidden state there over
+the response, standardised with the training set's statistics, and is trained with binary cross-entropy against
+the soft targets. (Mid-depth states rank better than the last layer's: on the embedded model's pyfunc value
+targets, 4-fold cross-validation over 96 training problems, depth 0.6 against 1.0 picked a fully right finished
+answer 60.7% against 49.9% of the time (random 43.3%, best 78.2%), and runs 1.75 times faster.) (On
 held-out problems of the ReST-RL bench the response mean ranked correct above wrong partial
 programs far better than the last token's state: AUC 0.97 vs 0.59, standardised, 62 test nodes.) By default the
 body stays frozen (``body="frozen"``) and its features are computed once, which makes training a matter of seconds
@@ -22,9 +25,11 @@ import random
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import DynamicCache
+from transformers.utils import logging
 
 from autotelic.backends.batching import left_pad, right_pad
 from autotelic.backends.embedded import ModelFileError
@@ -73,17 +78,36 @@ class ValueExample:
 BODIES = ("frozen", "lora", "full")
 
 
+def lower_layers(config: Any, depth: float) -> Any:
+    """``config`` with only the lowest ``depth`` share of its decoder layers (at least one): the body is loaded
+    without the rest, and the head reads the residual stream there (through the final norm)."""
+    kept = max(1, round(depth * config.num_hidden_layers))
+    layer_types = getattr(config, "layer_types", None)  # per-layer attention kinds, where the architecture has them
+    if layer_types is not None:
+        config.layer_types = layer_types[:kept]
+    config.num_hidden_layers = kept
+    return config
+
+
 class ValueModel:
     def __init__(self, body_path: str | Path | None = None, body: str = "frozen", system_prompt: str | None = None,
-                 lora_rank: int = 8):
-        from transformers import AutoModel, AutoTokenizer
+                 lora_rank: int = 8, depth: float = 1.0):
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         if body not in BODIES:
             raise ValueError(f"value-model body must be one of {', '.join(BODIES)}, got {body!r}")
+        if not 0.0 < depth <= 1.0:
+            raise ValueError(f"value-model depth is the share of the body's layers it keeps, in (0, 1]; got {depth}")
         self.body_dir = resolve_model_dir(None if body_path is None else str(body_path))
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.body_dir)
-            self.body = AutoModel.from_pretrained(self.body_dir, dtype=torch.float32)
+            config = lower_layers(AutoConfig.from_pretrained(self.body_dir), depth)
+            verbosity = logging.get_verbosity()
+            logging.set_verbosity_error()  # the load would list every weight of the layers left out
+            try:
+                self.body = AutoModel.from_pretrained(self.body_dir, config=config, dtype=torch.float32)
+            finally:
+                logging.set_verbosity(verbosity)
         except Exception as error:
             message = f"cannot load value-model body from {self.body_dir}: {error}"
             raise ModelFileError(message.splitlines()[0]) from error
@@ -96,7 +120,7 @@ class ValueModel:
                                                              target_modules=targets))
         self.train_body = body != "frozen"
         self.body.train(self.train_body)
-        self.body_kind, self.system_prompt = body, system_prompt
+        self.body_kind, self.system_prompt, self.depth = body, system_prompt, depth
         self.head = ValueHead(self.body.config.hidden_size)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         # each prompt's keys and values per layer, valid while the body's weights do not change (fit drops them)
@@ -222,7 +246,9 @@ class ValueModel:
             self.tokenizer.save_pretrained(directory / "body")
             body_path = str((directory / "body").resolve())
         torch.save(self.head.state_dict(), directory / HEAD_FILE)
-        (directory / META_FILE).write_text(json.dumps({"body": body_path, "system_prompt": self.system_prompt}))
+        depth = 1.0 if self.train_body else self.depth  # a trained body is saved with only the layers it kept
+        (directory / META_FILE).write_text(json.dumps({"body": body_path, "system_prompt": self.system_prompt,
+                                                       "depth": depth}))
 
     @classmethod
     def load(cls, directory: str | Path) -> ValueModel:
@@ -231,6 +257,6 @@ class ValueModel:
         if problem is not None:
             raise ModelFileError(f"{directory}: {problem}")
         meta = json.loads((directory / META_FILE).read_text())
-        model = cls(meta["body"], system_prompt=meta["system_prompt"])
+        model = cls(meta["body"], system_prompt=meta["system_prompt"], depth=meta.get("depth", 1.0))  # older: all
         model.head.load_state_dict(torch.load(directory / HEAD_FILE, weights_only=True))
         return model

@@ -50,7 +50,7 @@ def train_value_model(policy: PolicyBackend, config: RunConfig, scorer: Response
     with (out_dir / "value_data.jsonl").open("w") as file:
         for example in examples:
             file.write(json.dumps(example.__dict__) + "\n")
-    model = ValueModel(cfg.base_model or body, cfg.body, system_prompt=config.model.system_prompt)
+    model = ValueModel(cfg.base_model or body, cfg.body, system_prompt=config.model.system_prompt, depth=cfg.depth)
     metrics = model.fit(examples, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=config.train.seed)
     model.save(out_dir)
     targets = [e.target for e in examples]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from autotelic.config.rules import at_least_zero, count, filled, positive, rule
+from autotelic.config.rules import at_least_zero, count, filled, fraction, positive, rule
 
 
 @dataclass
@@ -67,6 +67,10 @@ class ValueConfig:
     """frozen: a scalar head on the body's features, computed once (seconds on a CPU); lora: LoRA adapters on the
     body trained with the head (the body runs every epoch: minutes on a CPU); full: the whole body fine-tuned
     (the paper's setting, for GPUs)."""
+    depth: float = 0.6
+    """Share of the body's decoder layers kept (the lowest); the head reads the residual stream there. On the
+    embedded model's pyfunc value targets, 4-fold cross-validation over training problems (docs/pipeline.md): the
+    state at 0.6 of the depth ranked finished answers and partial programs better than the last layer's."""
     epochs: int = 30
     """Passes over the collected value targets."""
     lr: float = 1e-3
@@ -79,6 +83,7 @@ class ValueConfig:
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.tasks", self.tasks), *count(f"{key}.iterations", self.iterations),
                 *self.search.problems(f"{key}.search"), *filled(f"{key}.base_model", self.base_model),
+                *fraction(f"{key}.depth", self.depth, open_low=True),
                 *count(f"{key}.epochs", self.epochs), *positive(f"{key}.lr", self.lr),
                 *count(f"{key}.batch_size", self.batch_size)]
 
