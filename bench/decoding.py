@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -55,6 +56,14 @@ def seed_overrides(args: argparse.Namespace, seed: int) -> list[str]:
     budget = Budget(0, 0.0, 1, args.heldout, args.parallel, tuple(args.overrides))  # no training
     return [*args.overrides, *heldout_overrides(ARM, budget), f"train.seed={seed}",
             *([f"model.path={args.model}"] if args.model else []), f"model.threads={1 if args.parallel else 'null'}"]
+
+
+def execution(args: argparse.Namespace) -> str:
+    if not args.parallel:
+        return "sequential, every core"
+    if args.at_once is not None and args.at_once > len(os.sched_getaffinity(0)):
+        return f"parallel: {args.at_once} at once sharing the cores, 1 thread each"
+    return "parallel: one pinned core, 1 thread each"
 
 
 def decode_seed(overrides: list[str], out: Path) -> None:
@@ -99,6 +108,8 @@ def main() -> None:
     parser.add_argument("--heldout", type=int, default=200, help="held-out problems, at least")
     parser.add_argument("--model", default=None, help="the policy: a model directory (default: the recipe's)")
     parser.add_argument("--parallel", action="store_true", help="seeds side by side, one pinned core each")
+    parser.add_argument("--at-once", type=int, default=None,
+                        help="with --parallel, seeds run at once (default one a core, pinned; more share the cores)")
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep each seed's records here")
     parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS, help="where the artifact goes")
     parser.add_argument("--reuse", action="store_true", help="keep seeds finished with the same command and code")
@@ -117,7 +128,7 @@ def main() -> None:
                    f"--heldout={args.heldout}", *model,
                    *(["--parallel"] if args.parallel else []), *args.overrides]
         jobs.append((ArmRun(ARM, seed, out, 0, args.reuse and finished_earlier(out, command)), command))
-    run_commands(jobs, args.parallel)
+    run_commands(jobs, args.parallel, args.at_once)
     runs = [run for run, _ in jobs]
     measure = {name: Measure(runs, f"eval_{name}") for name in DECODINGS}
     comparisons = [compare("vm_mcts_vs_best_of_n", measure["best_of_n"], measure["vm_mcts"]),
@@ -132,7 +143,7 @@ def main() -> None:
     path = artifacts.write("decoding", rows, comparisons, {
         "seeds": args.seeds, "heldout_wanted": args.heldout, "model": args.model or "the recipe's",
         "token_budget": load_config(RECIPE, seed_overrides(args, 0)).eval.token_budget, "overrides": args.overrides,
-        "execution": "parallel: one pinned core, 1 thread each" if args.parallel else "sequential, every core"},
+        "execution": execution(args)},
         directory=args.results_dir)
     print(f"artifact: {path}")
     for comparison in comparisons:

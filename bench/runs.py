@@ -207,21 +207,24 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
     return jobs
 
 
-def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool) -> None:
-    """Each job's command, its log at ``<run_dir>.log``, one after another or one pinned core each; a job marked
-    reused is skipped. The bench stops if any fails; one that finishes leaves ``<run_dir>.json``, its provenance."""
+def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: int | None = None) -> None:
+    """Each job's command, its log at ``<run_dir>.log``, one after another or one pinned core each; with ``at_once``
+    above the cores, that many at once unpinned, the system sharing the cores among them (only where accuracy, not
+    time, is compared). A job marked reused is skipped. The bench stops if any fails; one that finishes leaves
+    ``<run_dir>.json``, its provenance."""
     for job, _ in jobs:
         if job.reused:
             print(f"{job.arm.name} seed {job.seed}: reusing the finished run in {job.run_dir}", flush=True)
     cores = sorted(os.sched_getaffinity(0)) if parallel else [None]
+    slots = dict(enumerate(cores if at_once is None or at_once <= len(cores) else [None] * at_once))  # -> its core
     waiting = [(job, command) for job, command in jobs if not job.reused]
-    running: dict[int | None, tuple[ArmRun, dict[str, Any], subprocess.Popen]] = {}
+    running: dict[int, tuple[ArmRun, dict[str, Any], subprocess.Popen]] = {}
     while waiting or running:
-        for core in [c for c in cores if c not in running][:len(waiting)]:
+        for slot in [s for s in slots if s not in running][:len(waiting)]:
             job, command = waiting.pop(0)
             print(f"{job.arm.name} seed {job.seed}: running in {job.run_dir}", flush=True)
             job.run_dir.with_suffix(".json").unlink(missing_ok=True)  # finished only once it says so again
-            running[core] = (job, provenance(command), _start(command, job.run_dir.with_suffix(".log"), core))
+            running[slot] = (job, provenance(command), _start(command, job.run_dir.with_suffix(".log"), slots[slot]))
         job, started_as, process = running.pop(_wait_any(running))
         if process.returncode != 0:
             for _, _, other in running.values():
@@ -231,12 +234,12 @@ def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool) -> None:
         job.run_dir.with_suffix(".json").write_text(json.dumps(started_as))
 
 
-def _wait_any(running: dict[int | None, tuple[ArmRun, dict[str, Any], subprocess.Popen]]) -> int | None:
-    """The core of a run that has ended, once one has."""
+def _wait_any(running: dict[int, tuple[ArmRun, dict[str, Any], subprocess.Popen]]) -> int:
+    """The slot of a run that has ended, once one has."""
     while True:
-        for core, (_, _, process) in running.items():
+        for slot, (_, _, process) in running.items():
             if process.poll() is not None:
-                return core
+                return slot
         time.sleep(0.5)
 
 
