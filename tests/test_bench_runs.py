@@ -93,3 +93,23 @@ def test_a_runs_provenance_names_the_checkouts_files_from_its_root(monkeypatch):
     monkeypatch.setattr(runs.artifacts, "REPO", Path("/tmp/a-worktree"))
     monkeypatch.setattr(runs.artifacts, "code_trees", lambda: None)  # git reads the real checkout only
     assert runs.provenance(command(Path("/tmp/a-worktree")))["command"] == here
+
+
+def test_runs_above_the_cores_start_at_once_unpinned_and_each_leaves_its_provenance(monkeypatch, tmp_path):
+    """at_once=3 on fewer cores: all three commands run together (each sees every core), none waits for a core."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import runs
+
+    cores = len(__import__("os").sched_getaffinity(0))
+    script = ("import os, sys, time; open(sys.argv[1], 'w').write(f'{time.time()} {len(os.sched_getaffinity(0))}');"
+              "time.sleep(2)")
+    jobs = [(runs.ArmRun(runs.Arm("probe"), seed, tmp_path / f"probe-s{seed}", 0),
+             [sys.executable, "-c", script, str(tmp_path / f"started-{seed}")]) for seed in range(cores + 1)]
+    runs.run_commands(jobs, parallel=True, at_once=cores + 1)
+    started = [(tmp_path / f"started-{seed}").read_text().split() for seed in range(cores + 1)]
+    times = [float(t) for t, _ in started]
+    assert max(times) - min(times) < 1.5  # all before the first one ended
+    assert all(int(seen) == cores for _, seen in started)  # not pinned: the system shares the cores
+    assert all((tmp_path / f"probe-s{seed}.json").is_file() for seed in range(cores + 1))
+    runs.run_commands(jobs[:1], parallel=True)  # one a core by default: pinned
+    assert (tmp_path / "started-0").read_text().split()[1] == "1"
