@@ -192,8 +192,10 @@ class ValueModel:
 
     # ---- training ----------------------------------------------------------------------------
     def fit(self, examples: list[ValueExample], epochs: int = 30, lr: float = 1e-3, batch_size: int = 16,
-            seed: int = 0) -> dict[str, float]:
-        """Binary cross-entropy against soft targets, weighted per example. Returns the final losses."""
+            seed: int = 0, features: torch.Tensor | None = None) -> dict[str, float]:
+        """A fresh head (and the body's trainable weights) by binary cross-entropy against soft targets, weighted per
+        example. ``features``: the examples' ``kept_prompt_features``, computed once by the caller for several fits
+        of a frozen body (cross-validation). Returns the final losses."""
         if not examples:
             raise ValueError("no value examples to train on (the search found no scored nodes)")
         bad = [e for e in examples if not 0.0 <= e.target <= 1.0]
@@ -204,9 +206,12 @@ class ValueModel:
         targets = torch.tensor([e.target for e in examples])
         weights = torch.tensor([e.weight for e in examples])
         weights = weights / weights.mean()
-        initial = self.kept_prompt_features(pairs, batch_size)
+        if features is not None and self.train_body:
+            raise ValueError("precomputed features hold only for a frozen body (a trained one changes them)")
+        initial = self.kept_prompt_features(pairs, batch_size) if features is None else features
         if self.train_body:  # the states are of the body before it trains
             self._prompt_states.clear()
+        self.head = ValueHead(self.body.config.hidden_size)
         self.head.set_statistics(initial)
         cached = None if self.train_body else initial
         params = list(self.head.parameters()) + [p for p in self.body.parameters() if p.requires_grad]

@@ -1,0 +1,138 @@
+"""Which layer a value model should read: cross-validation over the value targets of training problems only.
+
+The targets are the decoding bench's (``bench/decoding.py``): each seed's ``value_model/value_data.jsonl`` under
+``--runs-dir``, MCTS node values with test-scored rollouts on training problems (the held-out set excluded), the
+seeds' problems disjoint. The problems are split into ``--folds`` folds; for each ``--depths`` value a frozen body
+cut to that share of its layers (``value.depth``) computes every example's features once, and a head is fit
+(``ValueModel.fit``, the recipe's epochs, lr and batch) on the other folds' examples and scores this fold's. Per
+problem:
+- pick: the target of the finished answer it scores highest, over the problems whose finished answers differ
+  (how well it would choose among best-of-n's candidates; random is their mean, best their maximum);
+- finished AUC and partial AUC: how often it ranks a right (target >= 0.9) finished answer above a wrong one, and a
+  promising (>= 0.5) partial program above a hopeless one, within a problem (what guides VM-MCTS).
+A response is finished when its code block is closed (pyfunc answers are one block).
+
+    python bench/value_depth.py --runs-dir RUNS --depths 0.4 0.6 0.8 1.0
+Writes bench/results/value_depth-*.json: a row per depth, comparisons depth_<d>_vs_depth_<deepest> on pick (paired
+over the problems, one cross-validation), the data files' sha256 in the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import artifacts  # bench/artifacts.py: the importing script's directory is on sys.path
+import numpy as np
+import torch
+from runs import comparison_line
+from stats import compare
+
+from autotelic.loading import load_config
+from autotelic.value_model import ValueExample, ValueModel
+
+RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
+RIGHT, PROMISING = 0.9, 0.5
+
+
+def finished(response: str) -> bool:
+    return response.count("```") >= 2
+
+
+def within_problem_auc(scored: list[tuple[float, float]], threshold: float) -> float | None:
+    """Share of (good, bad) pairs of one problem ranked good first, ties half; None without both kinds."""
+    good = [s for s, t in scored if t >= threshold]
+    bad = [s for s, t in scored if t < threshold]
+    if not good or not bad:
+        return None
+    return float(np.mean([(g > b) + 0.5 * (g == b) for g in good for b in bad]))
+
+
+def score_folds(examples: list[ValueExample], features: torch.Tensor, model: ValueModel, folds: list[set[str]],
+                fit: dict[str, float]) -> list[float]:
+    """Each example's score from a head fit on the other folds."""
+    scores = [0.0] * len(examples)
+    for fold, held in enumerate(folds):
+        train = [i for i, e in enumerate(examples) if e.prompt not in held]
+        test = [i for i, e in enumerate(examples) if e.prompt in held]
+        model.fit([examples[i] for i in train], features=features[train], seed=fold, **fit)
+        with torch.no_grad():
+            for i, value in zip(test, model.head(features[test]).tolist()):
+                scores[i] = value
+    return scores
+
+
+def problem_measures(examples: list[ValueExample], scores: list[float]) -> dict[str, dict[str, float]]:
+    by_problem: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for example, score in zip(examples, scores):
+        by_problem[example.prompt]["finished" if finished(example.response) else "partial"].append(
+            (score, example.target))
+    measures: dict[str, dict[str, float]] = {}
+    for prompt, kinds in by_problem.items():
+        done = kinds["finished"]
+        targets = [t for _, t in done]
+        entry: dict[str, float] = {}
+        if targets and max(targets) > min(targets):
+            entry.update(pick=max(done)[1], random=float(np.mean(targets)), best=max(targets))
+        for name, kind, threshold in (("finished_auc", "finished", RIGHT), ("partial_auc", "partial", PROMISING)):
+            auc = within_problem_auc(kinds[kind], threshold)
+            if auc is not None:
+                entry[name] = auc
+        measures[prompt] = entry
+    return measures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs-dir", type=Path, required=True, help="a bench/decoding.py runs directory")
+    parser.add_argument("--depths", type=float, nargs="+", default=[0.4, 0.6, 0.8, 1.0])
+    parser.add_argument("--folds", type=int, default=4)
+    parser.add_argument("--model", default=None, help="the body (default: the recipe's, the embedded model)")
+    parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS)
+    args = parser.parse_args()
+    files = sorted(args.runs_dir.glob("decoding-s*/value_model/value_data.jsonl"))
+    if not files:
+        raise SystemExit(f"{args.runs_dir}: no decoding-s*/value_model/value_data.jsonl; run bench/decoding.py "
+                         "with --runs-dir there first")
+    examples = [ValueExample(**json.loads(line)) for file in files for line in file.read_text().splitlines()]
+    prompts = sorted({e.prompt for e in examples})
+    random.Random(0).shuffle(prompts)
+    folds = [set(prompts[k::args.folds]) for k in range(args.folds)]
+    value = load_config(RECIPE, []).value
+    fit = {"epochs": value.epochs, "lr": value.lr, "batch_size": value.batch_size}
+    torch.set_num_threads(1)
+    rows, picks = [], {}
+    for depth in args.depths:
+        model = ValueModel(args.model, depth=depth)
+        features = model.kept_prompt_features([(e.prompt, e.response) for e in examples])
+        measures = problem_measures(examples, score_folds(examples, features, model, folds, fit))
+        picked = [p for p in prompts if "pick" in measures[p]]
+        picks[depth] = {p: measures[p]["pick"] for p in picked}
+        row = {"arm": f"depth {depth}", "seed": 0, "depth": depth, "layers": model.body.config.num_hidden_layers,
+               "problems": len(prompts), "pick_problems": len(picked)}
+        for name in ("pick", "random", "best", "finished_auc", "partial_auc"):
+            values = [m[name] for m in measures.values() if name in m]
+            row[name] = float(np.mean(values))
+            row[f"{name}_problems"] = len(values)
+        rows.append(row)
+        print(f"depth {depth} ({row['layers']} layers): pick {row['pick']:.3f} (random {row['random']:.3f}, best "
+              f"{row['best']:.3f}, {len(picked)} problems)  finished AUC {row['finished_auc']:.3f}  partial AUC "
+              f"{row['partial_auc']:.3f}", flush=True)
+    last = max(args.depths)
+    shared = sorted(set.intersection(*(set(p) for p in picks.values())))
+    comparisons = [compare(f"depth_{depth}_vs_depth_{last}", [[picks[last][p] for p in shared]],
+                           [[picks[depth][p] for p in shared]]) for depth in args.depths if depth != last]
+    path = artifacts.write("value_depth", rows, comparisons, {
+        "data": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}, "examples": len(examples),
+        "folds": args.folds, "fit": fit, "model": args.model or "the recipe's"}, directory=args.results_dir)
+    print(f"artifact: {path}")
+    for comparison in comparisons:
+        print(comparison_line(comparison))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""bench/value_depth.py: its per-problem measures on scores whose ranking is known, then the bench end to end on a
+small value-data file in a decoding runs directory, with a two-layer random body."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))  # bench/ is a directory of scripts, not a package
+
+from value_depth import problem_measures  # noqa: E402
+
+from autotelic.value_model import ValueExample  # noqa: E402
+
+DONE = "```python\ndef f(x):\n    return x{}\n```"
+
+
+def test_measures_read_the_pick_and_both_rankings_per_problem():
+    examples = [ValueExample("p", DONE.format(" + 1"), 1.0), ValueExample("p", DONE.format(""), 0.0),
+                ValueExample("p", DONE.format(" - 1"), 0.5), ValueExample("p", "```python\ndef f(x):\n", 0.8),
+                ValueExample("p", "```python\ndef g(", 0.0), ValueExample("q", DONE.format(""), 1.0)]
+    measures = problem_measures(examples, [0.2, 0.9, 0.1, 0.7, 0.3, 0.5])
+    p = measures["p"]
+    assert p["pick"] == 0.0 and p["random"] == pytest.approx(0.5) and p["best"] == 1.0  # the wrong one scored top
+    assert p["finished_auc"] == pytest.approx(0.5)  # the right answer above one of its two wrong ones
+    assert p["partial_auc"] == 1.0  # the promising prefix above the hopeless one
+    assert measures["q"] == {}  # one finished answer: nothing to choose or rank
+
+
+def test_the_bench_cross_validates_each_depth_and_writes_its_comparison(tmp_path):
+    data = tmp_path / "runs" / "decoding-s0" / "value_model"
+    data.mkdir(parents=True)
+    rows = []
+    for k in range(8):
+        prompt = f"Write f that adds {k}."
+        rows += [{"prompt": prompt, "response": DONE.format(f" + {k}"), "target": 1.0, "weight": 1.0},
+                 {"prompt": prompt, "response": DONE.format(f" * {k}"), "target": 0.0, "weight": 1.0},
+                 {"prompt": prompt, "response": "```python\ndef f(x):\n", "target": 0.5, "weight": 2.0},
+                 {"prompt": prompt, "response": "I can't", "target": 0.0, "weight": 1.0}]
+    (data / "value_data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = subprocess.run([sys.executable, str(BENCH / "value_depth.py"), "--runs-dir", str(tmp_path / "runs"),
+                           "--depths", "0.5", "1.0", "--folds", "2", "--model", "random:qwen2-tiny",
+                           "--results-dir", str(tmp_path / "results")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    artifact = json.loads(next((tmp_path / "results").glob("value_depth-*.json")).read_text())
+    assert [(r["depth"], r["layers"], r["pick_problems"]) for r in artifact["rows"]] == [(0.5, 1, 8), (1.0, 2, 8)]
+    for row in artifact["rows"]:
+        assert row["random"] == pytest.approx(0.5) and row["best"] == 1.0 and 0.0 <= row["pick"] <= 1.0
+    (comparison,) = artifact["comparisons"]
+    assert comparison["name"] == "depth_0.5_vs_depth_1.0" and comparison["heldout_n"] == 8
+    assert list(artifact["summary"]["data"]) == [str(data / "value_data.jsonl")]
+    assert "depth_0.5_vs_depth_1.0: gain_points=" in done.stdout
