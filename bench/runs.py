@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -177,10 +178,13 @@ def _start(command: list[str], log: Path, core: int | None) -> subprocess.Popen:
 
 def provenance(command: list[str]) -> dict[str, Any]:
     """What a run's records depend on: its command (less the interpreter's path, and with the checkout's own
-    files, such as the recipe, named from the checkout's root: a worktree elsewhere runs the same command) and the
-    code it ran."""
+    files, such as the recipe, named from the checkout's root: a worktree elsewhere runs the same command), the
+    code it ran, and the content of the checkout's files the command names (a bench script run as a seed's worker
+    holds that seed's steps, outside src/)."""
     inside = f"{artifacts.REPO}{os.sep}"
-    return {"command": [arg.removeprefix(inside) for arg in command[1:]], "code": artifacts.code_trees()}
+    named = [arg for arg in command[1:] if arg.startswith(inside) and Path(arg).is_file()]
+    return {"command": [arg.removeprefix(inside) for arg in command[1:]], "code": artifacts.code_trees(),
+            "files": {arg.removeprefix(inside): hashlib.sha256(Path(arg).read_bytes()).hexdigest() for arg in named}}
 
 
 def finished_earlier(run_dir: Path, command: list[str]) -> bool:

@@ -90,6 +90,9 @@ def test_a_runs_provenance_names_the_checkouts_files_from_its_root(monkeypatch):
     here = runs.provenance(command(runs.artifacts.REPO))["command"]
     assert here == ["-m", "autotelic.cli", "run", "--config", "recipes/opagent-web.yaml", "train.seed=0",
                     "logging.runs_dir=/elsewhere/runs"]
+    script = [sys.executable, str(BENCH / "decoding.py"), "--seed-worker", "0"]  # a worker's steps are its file's
+    (hashed,) = runs.provenance(script)["files"].values()
+    assert runs.provenance(script)["files"] == {"bench/decoding.py": hashed} and len(hashed) == 64
     monkeypatch.setattr(runs.artifacts, "REPO", Path("/tmp/a-worktree"))
     monkeypatch.setattr(runs.artifacts, "code_trees", lambda: None)  # git reads the real checkout only
     assert runs.provenance(command(Path("/tmp/a-worktree")))["command"] == here
