@@ -94,6 +94,12 @@ def machine() -> dict[str, Any]:
     }
 
 
+def script_from_root(script: str) -> str:
+    """A bench script as named from the checkout's root, from whatever directory it was started."""
+    path = Path(script).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else script
+
+
 def write(bench: str, rows: list[dict[str, Any]], comparisons: list[Comparison],
           summary: dict[str, Any] | None = None, directory: Path = RESULTS) -> Path:
     """Write ``<directory>/<bench>-<UTC timestamp>.json``; ``rows``: one per arm and seed, each naming both."""
@@ -103,7 +109,7 @@ def write(bench: str, rows: list[dict[str, Any]], comparisons: list[Comparison],
     now = datetime.now(timezone.utc)
     record = {
         "bench": bench,
-        "command": shlex.join(["python", *sys.argv]),
+        "command": shlex.join(["python", script_from_root(sys.argv[0]), *sys.argv[1:]]),
         "written_utc": now.isoformat(timespec="seconds"),
         "revision": revision(),
         "machine": machine(),

@@ -54,4 +54,5 @@ def test_the_bench_cross_validates_each_depth_and_writes_its_comparison(tmp_path
     (comparison,) = artifact["comparisons"]
     assert comparison["name"] == "depth_0.5_vs_depth_1.0" and comparison["heldout_n"] == 8
     assert list(artifact["summary"]["data"]) == [str(data / "value_data.jsonl")]
+    assert artifact["command"].startswith("python bench/value_depth.py --runs-dir")  # named from the checkout's root
     assert "depth_0.5_vs_depth_1.0: gain_points=" in done.stdout
