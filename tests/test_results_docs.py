@@ -50,7 +50,7 @@ def test_every_artifact_the_docs_name_is_committed_and_complete():
 def test_a_sections_command_comparisons_and_ratios_are_its_artifacts(heading, body):
     artifacts = [_load(path) for path in ARTIFACT.findall(body)]
     commands = {_without_runs_dir(a["command"]) for a in artifacts}
-    quoted = re.findall(r"`(python bench/[^`]+)`", heading + "\n" + body)
+    quoted = {_without_runs_dir(c) for c in re.findall(r"`(python bench/[^`]+)`", heading + "\n" + body)}
     assert quoted and set(quoted) <= commands, f"commands quoted {quoted}, artifacts' {commands}"
     checked = 0
     starts = [match.start() for match in ARTIFACT.finditer(body)]

@@ -4,9 +4,8 @@ ReST-RL's VM-MCTS trains it on node values that tree search measured with test-s
 it needs no annotation. The body is a causal LM's decoder (by default the trained policy's own
 weights), cut to its lowest ``depth`` share of layers; the scalar head reads the mean hidden state there over
 the response, standardised with the training set's statistics, and is trained with binary cross-entropy against
-the soft targets. (Mid-depth states rank better than the last layer's: on the embedded model's pyfunc value
-targets, 4-fold cross-validation over 96 training problems, depth 0.6 against 1.0 picked a fully right finished
-answer 60.7% against 49.9% of the time (random 43.3%, best 78.2%), and runs 1.75 times faster.) (On
+the soft targets. (Mid-depth states rank better than the last layer's: bench/value_depth.py cross-validates the
+choice on training problems' value targets; 0.6 of the embedded model's depth also runs 1.75 times faster.) (On
 held-out problems of the ReST-RL bench the response mean ranked correct above wrong partial
 programs far better than the last token's state: AUC 0.97 vs 0.59, standardised, 62 test nodes.) By default the
 body stays frozen (``body="frozen"``) and its features are computed once, which makes training a matter of seconds

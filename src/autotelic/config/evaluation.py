@@ -69,8 +69,8 @@ class ValueConfig:
     (the paper's setting, for GPUs)."""
     depth: float = 0.6
     """Share of the body's decoder layers kept (the lowest); the head reads the residual stream there. On the
-    embedded model's pyfunc value targets, 4-fold cross-validation over training problems (docs/pipeline.md): the
-    state at 0.6 of the depth ranked finished answers and partial programs better than the last layer's."""
+    embedded model's pyfunc value targets, cross-validated over training problems (bench/value_depth.py,
+    docs/results.md), 0.6 of the depth picked and ranked answers and partial programs better than the last layer."""
     epochs: int = 30
     """Passes over the collected value targets."""
     lr: float = 1e-3
