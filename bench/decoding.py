@@ -11,7 +11,8 @@ set decoded, sampling seeded by the seed too:
 - vm_mcts: line-level tree search guided by the value model, progressive widening, the same token budget.
 The policy is ``--model`` (a run directory's exported model or any model directory; default the recipe's, the
 embedded SmolLM2-135M), the same for every seed. Seeds run side by side with ``--parallel``, one pinned core and
-one torch thread each (``--at-once 3``: three seeds sharing 2 cores). ``--reuse`` keeps a seed finished earlier
+one torch thread each (``--at-once 3``: three seeds sharing 2 cores, where memory allows: a VM-MCTS worker reached
+8 GiB, and three of them were killed for memory on a 23.5 GiB machine). ``--reuse`` keeps a seed finished earlier
 with the same command on the same src/, recipes/ and this file (bench/runs.py: a seed's steps are this file's
 ``decode_seed``). On 2 CPU cores a seed takes about an hour at the defaults (value targets and fit ~15 minutes,
 best-of-n and VM-MCTS of 201 problems at 384 tokens the rest).

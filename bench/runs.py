@@ -214,8 +214,8 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
 def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: int | None = None) -> None:
     """Each job's command, its log at ``<run_dir>.log``, one after another or one pinned core each; with ``at_once``
     above the cores, that many at once unpinned, the system sharing the cores among them (only where accuracy, not
-    time, is compared). A job marked reused is skipped. The bench stops if any fails; one that finishes leaves
-    ``<run_dir>.json``, its provenance."""
+    time, is compared). A job marked reused is skipped; one that finishes leaves ``<run_dir>.json``, its provenance.
+    When one fails no other starts, those running finish (``--reuse`` keeps them), and then the bench stops."""
     for job, _ in jobs:
         if job.reused:
             print(f"{job.arm.name} seed {job.seed}: reusing the finished run in {job.run_dir}", flush=True)
@@ -223,6 +223,7 @@ def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: 
     slots = dict(enumerate(cores if at_once is None or at_once <= len(cores) else [None] * at_once))  # -> its core
     waiting = [(job, command) for job, command in jobs if not job.reused]
     running: dict[int, tuple[ArmRun, dict[str, Any], subprocess.Popen]] = {}
+    failed: list[str] = []
     while waiting or running:
         for slot in [s for s in slots if s not in running][:len(waiting)]:
             job, command = waiting.pop(0)
@@ -230,12 +231,14 @@ def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: 
             job.run_dir.with_suffix(".json").unlink(missing_ok=True)  # finished only once it says so again
             running[slot] = (job, provenance(command), _start(command, job.run_dir.with_suffix(".log"), slots[slot]))
         job, started_as, process = running.pop(_wait_any(running))
-        if process.returncode != 0:
-            for _, _, other in running.values():
-                other.terminate()
-                other.wait()
-            sys.exit(f"{job.arm.name} seed {job.seed} failed: see {job.run_dir.with_suffix('.log')}")
-        job.run_dir.with_suffix(".json").write_text(json.dumps(started_as))
+        if process.returncode == 0:
+            job.run_dir.with_suffix(".json").write_text(json.dumps(started_as))
+            continue
+        failed.append(f"{job.arm.name} seed {job.seed} failed: see {job.run_dir.with_suffix('.log')}")
+        print(failed[-1] + (f"; the {len(running)} running finish first" if running else ""), flush=True)
+        waiting.clear()
+    if failed:
+        sys.exit("; ".join(failed))
 
 
 def _wait_any(running: dict[int, tuple[ArmRun, dict[str, Any], subprocess.Popen]]) -> int:

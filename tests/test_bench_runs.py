@@ -116,3 +116,19 @@ def test_runs_above_the_cores_start_at_once_unpinned_and_each_leaves_its_provena
     assert all((tmp_path / f"probe-s{seed}.json").is_file() for seed in range(cores + 1))
     runs.run_commands(jobs[:1], parallel=True)  # one a core by default: pinned
     assert (tmp_path / "started-0").read_text().split()[1] == "1"
+
+
+def test_a_failed_run_lets_the_running_ones_finish_and_keep_their_provenance(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import runs
+
+    fails = runs.ArmRun(runs.Arm("probe"), 0, tmp_path / "probe-s0", 0)
+    finishes = runs.ArmRun(runs.Arm("probe"), 1, tmp_path / "probe-s1", 0)
+    never = runs.ArmRun(runs.Arm("probe"), 2, tmp_path / "probe-s2", 0)
+    jobs = [(fails, [sys.executable, "-c", "raise SystemExit(3)"]),
+            (finishes, [sys.executable, "-c", "import time; time.sleep(2)"]),
+            (never, [sys.executable, "-c", "pass"])]
+    with pytest.raises(SystemExit, match="probe seed 0 failed"):
+        runs.run_commands(jobs, parallel=True, at_once=2)
+    assert (tmp_path / "probe-s1.json").is_file()  # the run beside it was not stopped: its work is kept
+    assert not (tmp_path / "probe-s0.json").exists() and not (tmp_path / "probe-s2.log").exists()  # none started after
