@@ -88,6 +88,11 @@ def test_a_turn_continued_from_the_kept_cache_equals_one_computed_afresh(policy)
     other = HFPolicy(ModelConfig(path="random:qwen2-tiny"), seed=0)
     other.generate(turns[:1], 1, 4, greedy=True, prefixes=cache)
     assert cache.reused_tokens == sum(shared) and cache.owner == id(other.causal_lm)
+    bounded = PrefixCache(limit=2)  # the newest two kept; the turns still equal those computed afresh
+    policy.generate(prompts, [2, 1], 10, temperature=1.0, prefixes=bounded)
+    assert len(bounded.entries) == 2
+    assert [c.token_ids for c in _flatten(policy.generate(turns, 1, 10, greedy=True, prefixes=bounded))] == \
+        [c.token_ids for c in afresh] and len(bounded.entries) == 2
 
 
 def test_greedy_is_deterministic_and_sampling_is_seeded(policy):

@@ -143,8 +143,10 @@ def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, ite
     trees = [SearchTree(task, policy.encode_prompt(task.chat, task.response_prefix), [Node([], None, False)])
              for task in tasks]
     # an expanded leaf continues a sequence an earlier expansion generated, or shares its prompt with one: its
-    # attention state is read from there instead of prefilling the prompt and the path again (the weights stay)
-    prefixes = PrefixCache()
+    # attention state is read from there instead of prefilling the prompt and the path again (the weights stay).
+    # About the last two expansions' lines of each tree are kept: keeping every expanded node's, 32 trees of the
+    # embedded model at 384 tokens peaked at 6.5 GiB, against 4.9 GiB so
+    prefixes = PrefixCache(limit=2 * children * len(tasks))
     for _ in range(iterations):
         active = [t for t in trees if not t.nodes[0].exhausted
                   and (token_budget is None or t.tokens_spent < token_budget)]

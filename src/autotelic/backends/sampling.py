@@ -125,6 +125,8 @@ def _keep(prefixes: PrefixCache, cache: DynamicCache, mask: torch.Tensor, rows: 
         prefixes.entries.append(_Kept(torch.tensor(tokens), [(layer.keys[row].index_select(1, real),
                                                               layer.values[row].index_select(1, real))
                                                              for layer in cache.layers]))
+    if prefixes.limit is not None:  # the oldest go first: a later prompt that continued one only computes more
+        del prefixes.entries[:-prefixes.limit or len(prefixes.entries)]
 
 
 @torch.no_grad()
