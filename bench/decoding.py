@@ -14,8 +14,9 @@ embedded SmolLM2-135M), the same for every seed. Seeds run side by side with ``-
 one torch thread each (``--at-once 3``: three seeds sharing 2 cores, where memory allows: a VM-MCTS worker reached
 8 GiB, and three of them were killed for memory on a 23.5 GiB machine). ``--reuse`` keeps a seed finished earlier
 with the same command on the same src/, recipes/ and this file (bench/runs.py: a seed's steps are this file's
-``decode_seed``). On 2 CPU cores a seed takes about an hour at the defaults (value targets and fit ~15 minutes,
-best-of-n and VM-MCTS of 201 problems at 384 tokens the rest).
+``decode_seed``). A seed alone on one core at the defaults, estimated from runs that shared their cores: value
+targets ~10 minutes and fit ~2, best-of-n of 201 problems at 384 tokens ~20, VM-MCTS ~50 (15 s a problem in a
+probe of 8), PRM reselection not yet timed.
 
     python bench/decoding.py --seeds 3 --heldout 200 --parallel
 Prints a row per seed, writes bench/results/decoding-*.json and, last, the comparison lines:
@@ -27,14 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import artifacts  # bench/artifacts.py: the importing script's directory is on sys.path
 from runs import (Arm, ArmRun, Budget, Measure, compare, comparison_line, finished_earlier, heldout_overrides,
-                  run_commands, runs_dir_from)
+                  run_commands, runs_dir_from, shares_cores)
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.build import build_scorer
@@ -62,7 +62,7 @@ def seed_overrides(args: argparse.Namespace, seed: int) -> list[str]:
 def execution(args: argparse.Namespace) -> str:
     if not args.parallel:
         return "sequential, every core"
-    if args.at_once is not None and args.at_once > len(os.sched_getaffinity(0)):
+    if shares_cores(args.at_once):
         return f"parallel: {args.at_once} at once sharing the cores, 1 thread each"
     return "parallel: one pinned core, 1 thread each"
 

@@ -211,6 +211,11 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
     return jobs
 
 
+def shares_cores(at_once: int | None) -> bool:
+    """``at_once`` parallel runs outnumber the cores: they run unpinned, the system sharing the cores."""
+    return at_once is not None and at_once > len(os.sched_getaffinity(0))
+
+
 def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: int | None = None) -> None:
     """Each job's command, its log at ``<run_dir>.log``, one after another or one pinned core each; with ``at_once``
     above the cores, that many at once unpinned, the system sharing the cores among them (only where accuracy, not
@@ -220,7 +225,7 @@ def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: 
         if job.reused:
             print(f"{job.arm.name} seed {job.seed}: reusing the finished run in {job.run_dir}", flush=True)
     cores = sorted(os.sched_getaffinity(0)) if parallel else [None]
-    slots = dict(enumerate(cores if at_once is None or at_once <= len(cores) else [None] * at_once))  # -> its core
+    slots = dict(enumerate([None] * at_once if parallel and shares_cores(at_once) else cores))  # slot -> its core
     waiting = [(job, command) for job, command in jobs if not job.reused]
     running: dict[int, tuple[ArmRun, dict[str, Any], subprocess.Popen]] = {}
     failed: list[str] = []

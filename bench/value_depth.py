@@ -77,7 +77,8 @@ def problem_measures(examples: list[ValueExample], scores: list[float]) -> dict[
         targets = [t for _, t in done]
         entry: dict[str, float] = {}
         if targets and max(targets) > min(targets):
-            entry.update(pick=max(done)[1], random=float(np.mean(targets)), best=max(targets))
+            picked = max(done, key=lambda scored: scored[0])  # by score alone: a tie does not peek at targets
+            entry.update(pick=picked[1], random=float(np.mean(targets)), best=max(targets))
         for name, kind, threshold in (("finished_auc", "finished", RIGHT), ("partial_auc", "partial", PROMISING)):
             auc = within_problem_auc(kinds[kind], threshold)
             if auc is not None:

@@ -126,7 +126,7 @@ def _keep(prefixes: PrefixCache, cache: DynamicCache, mask: torch.Tensor, rows: 
                                                               layer.values[row].index_select(1, real))
                                                              for layer in cache.layers]))
     if prefixes.limit is not None:  # the oldest go first: a later prompt that continued one only computes more
-        del prefixes.entries[:-prefixes.limit or len(prefixes.entries)]
+        del prefixes.entries[:max(0, len(prefixes.entries) - prefixes.limit)]
 
 
 @torch.no_grad()
