@@ -10,11 +10,15 @@ problem:
   (how well it would choose among best-of-n's candidates; random is their mean, best their maximum);
 - finished AUC and partial AUC: how often it ranks a right (target >= 0.9) finished answer above a wrong one, and a
   promising (>= 0.5) partial program above a hopeless one, within a problem (what guides VM-MCTS).
-A response is finished when its code block is closed (pyfunc answers are one block).
+A response is finished when its code block is closed (pyfunc answers are one block). With ``--shares``, each
+fold's head is also fit on only that share of the other folds' problems (a seeded draw per fold): a learning curve
+over training problems, which is what ``value.tasks`` buys.
 
     python bench/value_depth.py --runs-dir RUNS --depths 0.4 0.6 0.8 1.0
-Writes bench/results/value_depth-*.json: a row per depth, comparisons depth_<d>_vs_depth_<deepest> on pick (paired
-over the problems, one cross-validation), the data files' sha256 in the summary.
+    python bench/value_depth.py --runs-dir RUNS --depths 0.6 --shares 0.25 0.5 0.75 1.0
+Writes bench/results/value_depth-*.json: a row per depth and share, comparisons depth_<d>_vs_depth_<deepest> on
+pick at the largest share, and with shares depth_<d>_share_<largest>_vs_share_<s> on pick, finished AUC and
+partial AUC (each paired over the problems, one cross-validation), the data files' sha256 in the summary.
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ import artifacts  # bench/artifacts.py: the importing script's directory is on s
 import numpy as np
 import torch
 from runs import comparison_line
-from stats import compare
+from stats import Comparison, compare
 
 from autotelic.loading import load_config
 from autotelic.value_model import ValueExample, ValueModel
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
 RIGHT, PROMISING = 0.9, 0.5
+AUCS = ("finished_auc", "partial_auc")
 
 
 def finished(response: str) -> bool:
@@ -53,17 +58,22 @@ def within_problem_auc(scored: list[tuple[float, float]], threshold: float) -> f
 
 
 def score_folds(examples: list[ValueExample], features: torch.Tensor, model: ValueModel, folds: list[set[str]],
-                fit: dict[str, float]) -> list[float]:
-    """Each example's score from a head fit on the other folds."""
-    scores = [0.0] * len(examples)
+                fit: dict[str, float], share: float = 1.0) -> tuple[list[float], float]:
+    """Each example's score from a head fit on ``share`` of the other folds' problems, and how many problems a
+    head was fit on (the mean over folds)."""
+    scores, fitted_on = [0.0] * len(examples), []
     for fold, held in enumerate(folds):
-        train = [i for i, e in enumerate(examples) if e.prompt not in held]
+        others = sorted({e.prompt for e in examples} - held)
+        random.Random(fold).shuffle(others)
+        kept = set(others[:max(1, round(share * len(others)))])
+        fitted_on.append(len(kept))
+        train = [i for i, e in enumerate(examples) if e.prompt in kept]
         test = [i for i, e in enumerate(examples) if e.prompt in held]
         model.fit([examples[i] for i in train], features=features[train], seed=fold, **fit)
         with torch.no_grad():
             for i, value in zip(test, model.head(features[test]).tolist()):
                 scores[i] = value
-    return scores
+    return scores, float(np.mean(fitted_on))
 
 
 def problem_measures(examples: list[ValueExample], scores: list[float]) -> dict[str, dict[str, float]]:
@@ -87,14 +97,26 @@ def problem_measures(examples: list[ValueExample], scores: list[float]) -> dict[
     return measures
 
 
+def paired(name: str, baseline: dict[str, dict[str, float]], arm: dict[str, dict[str, float]],
+           measure: str) -> Comparison:
+    """``measure`` of ``arm`` against ``baseline`` over the problems where both have it."""
+    shared = [p for p in sorted(baseline) if measure in baseline[p] and measure in arm.get(p, {})]
+    return compare(name, [[baseline[p][measure] for p in shared]], [[arm[p][measure] for p in shared]])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs-dir", type=Path, required=True, help="a bench/decoding.py runs directory")
     parser.add_argument("--depths", type=float, nargs="+", default=[0.4, 0.6, 0.8, 1.0])
+    parser.add_argument("--shares", type=float, nargs="+", default=[1.0],
+                        help="shares of the other folds' problems each head is fit on (a learning curve)")
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--model", default=None, help="the body (default: the recipe's, the embedded model)")
     parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS)
     args = parser.parse_args()
+    if not all(0.0 < share <= 1.0 for share in args.shares):
+        raise SystemExit(f"--shares {' '.join(map(str, args.shares))}: each share is a fraction in (0, 1] of the "
+                         "training folds' problems")
     files = sorted(args.runs_dir.glob("decoding-s*/value_model/value_data.jsonl"))
     if not files:
         raise SystemExit(f"{args.runs_dir}: no decoding-s*/value_model/value_data.jsonl; run bench/decoding.py "
@@ -106,30 +128,35 @@ def main() -> None:
     value = load_config(RECIPE, []).value
     fit = {"epochs": value.epochs, "lr": value.lr, "batch_size": value.batch_size}
     torch.set_num_threads(1)
-    rows, picks = [], {}
+    rows, per_problem = [], {}
     for depth in args.depths:
         model = ValueModel(args.model, depth=depth)
         features = model.kept_prompt_features([(e.prompt, e.response) for e in examples])
-        measures = problem_measures(examples, score_folds(examples, features, model, folds, fit))
-        picked = [p for p in prompts if "pick" in measures[p]]
-        picks[depth] = {p: measures[p]["pick"] for p in picked}
-        row = {"arm": f"depth {depth}", "seed": 0, "depth": depth, "layers": model.body.config.num_hidden_layers,
-               "problems": len(prompts), "pick_problems": len(picked)}
-        for name in ("pick", "random", "best", "finished_auc", "partial_auc"):
-            values = [m[name] for m in measures.values() if name in m]
-            row[name] = float(np.mean(values))
-            row[f"{name}_problems"] = len(values)
-        rows.append(row)
-        print(f"depth {depth} ({row['layers']} layers): pick {row['pick']:.3f} (random {row['random']:.3f}, best "
-              f"{row['best']:.3f}, {len(picked)} problems)  finished AUC {row['finished_auc']:.3f}  partial AUC "
-              f"{row['partial_auc']:.3f}", flush=True)
-    last = max(args.depths)
-    shared = sorted(set.intersection(*(set(p) for p in picks.values())))
-    comparisons = [compare(f"depth_{depth}_vs_depth_{last}", [[picks[last][p] for p in shared]],
-                           [[picks[depth][p] for p in shared]]) for depth in args.depths if depth != last]
+        for share in args.shares:
+            scores, fitted_on = score_folds(examples, features, model, folds, fit, share)
+            measures = problem_measures(examples, scores)
+            per_problem[depth, share] = measures
+            row = {"arm": f"depth {depth}" + (f", share {share}" if len(args.shares) > 1 else ""), "seed": 0,
+                   "depth": depth, "layers": model.body.config.num_hidden_layers, "share": share,
+                   "fit_problems": fitted_on, "problems": len(prompts), "pick_problems": sum("pick" in m for m in measures.values())}
+            for name in ("pick", "random", "best", *AUCS):
+                values = [m[name] for m in measures.values() if name in m]
+                row[name] = float(np.mean(values))
+                row[f"{name}_problems"] = len(values)
+            rows.append(row)
+            print(f"{row['arm']} ({row['layers']} layers, heads fit on {fitted_on:.0f} problems): pick {row['pick']:.3f} (random {row['random']:.3f}, best "
+                  f"{row['best']:.3f}, {row['pick_problems']} problems)  finished AUC {row['finished_auc']:.3f}  "
+                  f"partial AUC {row['partial_auc']:.3f}", flush=True)
+    last, full = max(args.depths), max(args.shares)
+    comparisons = [paired(f"depth_{depth}_vs_depth_{last}", per_problem[last, full], per_problem[depth, full],
+                          "pick") for depth in args.depths if depth != last]
+    comparisons += [paired(f"depth_{depth}_share_{full}_vs_share_{share}" + ("" if name == "pick" else f"_{name}"),
+                           per_problem[depth, share], per_problem[depth, full], name)
+                    for depth in args.depths for share in args.shares if share != full for name in ("pick", *AUCS)]
     path = artifacts.write("value_depth", rows, comparisons, {
         "data": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}, "examples": len(examples),
-        "folds": args.folds, "fit": fit, "model": args.model or "the recipe's"}, directory=args.results_dir)
+        "folds": args.folds, "shares": args.shares, "fit": fit, "model": args.model or "the recipe's"},
+        directory=args.results_dir)
     print(f"artifact: {path}")
     for comparison in comparisons:
         print(comparison_line(comparison))

@@ -32,7 +32,7 @@ def test_measures_read_the_pick_and_both_rankings_per_problem():
     assert measures["q"] == {}  # one finished answer: nothing to choose or rank
 
 
-def test_the_bench_cross_validates_each_depth_and_writes_its_comparison(tmp_path):
+def test_the_bench_cross_validates_each_depth_and_share_and_writes_their_comparisons(tmp_path):
     data = tmp_path / "runs" / "decoding-s0" / "value_model"
     data.mkdir(parents=True)
     rows = []
@@ -44,15 +44,19 @@ def test_the_bench_cross_validates_each_depth_and_writes_its_comparison(tmp_path
                  {"prompt": prompt, "response": "I can't", "target": 0.0, "weight": 1.0}]
     (data / "value_data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     done = subprocess.run([sys.executable, str(BENCH / "value_depth.py"), "--runs-dir", str(tmp_path / "runs"),
-                           "--depths", "0.5", "1.0", "--folds", "2", "--model", "random:qwen2-tiny",
+                           "--depths", "0.5", "1.0", "--shares", "0.5", "1.0", "--folds", "2", "--model", "random:qwen2-tiny",
                            "--results-dir", str(tmp_path / "results")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     artifact = json.loads(next((tmp_path / "results").glob("value_depth-*.json")).read_text())
-    assert [(r["depth"], r["layers"], r["pick_problems"]) for r in artifact["rows"]] == [(0.5, 1, 8), (1.0, 2, 8)]
+    assert [(r["depth"], r["layers"], r["share"], r["pick_problems"]) for r in artifact["rows"]] == [
+        (0.5, 1, 0.5, 8), (0.5, 1, 1.0, 8), (1.0, 2, 0.5, 8), (1.0, 2, 1.0, 8)]
     for row in artifact["rows"]:
         assert row["random"] == pytest.approx(0.5) and row["best"] == 1.0 and 0.0 <= row["pick"] <= 1.0
-    (comparison,) = artifact["comparisons"]
-    assert comparison["name"] == "depth_0.5_vs_depth_1.0" and comparison["heldout_n"] == 8
+    names = {c["name"]: c["heldout_n"] for c in artifact["comparisons"]}
+    assert names == {"depth_0.5_vs_depth_1.0": 8, **{f"depth_{d}_share_1.0_vs_share_0.5{m}": n for d in (0.5, 1.0)
+                                                      for m, n in (("", 8), ("_finished_auc", 8), ("_partial_auc", 8))}}
+    # two folds of 4 problems: each head fits on the other fold's 4, or on 2 of them at share 0.5
+    assert [r["fit_problems"] for r in artifact["rows"]] == [2.0, 4.0, 2.0, 4.0]
     assert list(artifact["summary"]["data"]) == [str(data / "value_data.jsonl")]
     assert artifact["command"].startswith("python bench/value_depth.py --runs-dir")  # named from the checkout's root
     assert "depth_0.5_vs_depth_1.0: gain_points=" in done.stdout
