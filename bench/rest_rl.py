@@ -20,13 +20,16 @@ problems for all.
 
     python bench/rest_rl.py                          # 40 steps, 3 seeds, 201 held-out problems
     python bench/rest_rl.py --steps 10 --heldout 60 --oracle
+    python bench/rest_rl.py --training-only --rest-dpo  # the training arms alone: rest_vs_grpo, rest_dpo_vs_grpo
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
 prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
 have). --prm and --oracle pick again among the candidates the run's best-of-n sampled (``evaluation.reselect``):
-the three selections compare on the same samples, and cost no decoding. bench/decoding.py compares the decodings
-alone on one fixed policy, over seeds of the value model and of sampling.
+the three selections compare on the same samples, and cost no decoding. ``--training-only`` leaves the rest arm's
+value model and decodings out (``value.enabled=false``): only the training comparisons, without the VM-MCTS stage
+that takes longer than training on a CPU. bench/decoding.py compares the decodings alone on one fixed policy, over
+seeds of the value model and of sampling.
 """
 
 from __future__ import annotations
@@ -43,11 +46,12 @@ from autotelic.run_log import write_jsonl
 from autotelic.value_model import ValueModel
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
+NO_VALUE = "value.enabled=false"
 ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
-                     "value.enabled=false"), RECIPE),
+                     NO_VALUE), RECIPE),
         Arm("rest", (), RECIPE))
 REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fraction=0", "filter.min_reward_std=0",
-                            "filter.dynamic_sampling=false", "value.enabled=false"), RECIPE)
+                            "filter.dynamic_sampling=false", NO_VALUE), RECIPE)
 
 
 def with_token_cap(arm: Arm, budget: Budget) -> Arm:
@@ -78,12 +82,24 @@ def main() -> None:
     parser.add_argument("--rest-dpo", action="store_true", help="also the ReST-DPO baseline arm")
     # the value model's score of every step of every candidate, in this process once all runs end
     parser.add_argument("--prm", action="store_true", help="also best-of-n picked by the value model read as a PRM")
+    parser.add_argument("--training-only", action="store_true",
+                        help="only the training comparisons: no value model or decodings for the rest arm")
     add_budget_arguments(parser, steps=40, max_minutes=90.0, heldout=200)
     args = parser.parse_args()
+    if args.training_only and (args.prm or args.oracle):
+        parser.error("--prm and --oracle pick among the rest arm's best-of-n answers, which --training-only leaves "
+                     "out; drop one of them")
     budget = budget_from(args)
-    arms = [with_token_cap(arm, budget) for arm in (*ARMS, *([REST_DPO] if args.rest_dpo else []))]
+    rest = Arm("rest", (NO_VALUE,), RECIPE) if args.training_only else ARMS[1]
+    arms = [with_token_cap(arm, budget) for arm in (ARMS[0], rest, *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
+    training = [compare("rest_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest"])),
+                *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]
+                  if args.rest_dpo else [])]
+    if args.training_only:
+        report("rest_rl", runs, training, budget, args.results_dir, {}, {"training_only": True})
+        return
     selections = [*([("process_value", "prm_best_of_n")] if args.prm else []),
                   *([("verifier", "oracle")] if args.oracle else [])]
     extra = {(run.arm.name, run.seed): decodings(run) for run in trained["rest"]}
@@ -91,9 +107,7 @@ def main() -> None:
         for select_by, name in selections:
             extra[(run.arm.name, run.seed)].update(reselected(run, budget, select_by, name))
     greedy = Measure(trained["rest"])
-    comparisons = [compare("rest_vs_grpo", Measure(trained["grpo"]), greedy),
-                   *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]
-                     if args.rest_dpo else []),
+    comparisons = [*training,
                    *[compare(f"{name}_vs_greedy", greedy, Measure(trained["rest"], f"eval_after_{name}"))
                      for name in ("best_of_n", "vm_mcts", *(name for _, name in selections))],
                    # the issue's comparison: the tree search against sampling at the same token budget per task

@@ -1,0 +1,44 @@
+"""bench/rest_rl.py's training comparisons alone (--training-only) end to end at a tiny size (Qwen2's architecture
+at two layers, random weights: the bench's bookkeeping does not depend on them), unit tests run in the sandbox."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+TINY = ["model.path=random:qwen2-tiny", "control.max_new_tokens=16", "eval.max_new_tokens=16", "control.tasks_per_step=2",
+        "generate.group_size=2"]
+
+
+def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH / "rest_rl.py"), "--runs-dir", str(tmp_path / "runs"),
+                           "--results-dir", str(tmp_path / "results"), *args], capture_output=True, text=True,
+                          timeout=900)
+
+
+def test_training_only_refuses_the_selections_it_leaves_out_in_one_line(tmp_path):
+    done = run_bench(tmp_path, "--training-only", "--oracle", *TINY)
+    assert done.returncode == 2 and "--training-only" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists()  # refused before any run started
+
+
+@pytest.mark.slow
+def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path):
+    done = run_bench(tmp_path, "--training-only", "--rest-dpo", "--steps", "1", "--seeds", "1", "--heldout", "3",
+                     "--parallel", *TINY)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = (tmp_path / "results").glob("rest_rl-*.json")
+    record = json.loads(path.read_text())
+    assert [c["name"] for c in record["comparisons"]] == ["rest_vs_grpo", "rest_dpo_vs_grpo"]
+    assert record["summary"]["training_only"] is True
+    assert sorted(row["arm"] for row in record["rows"]) == ["grpo", "rest", "rest_dpo"]
+    for row in record["rows"]:
+        run_dir = Path(row["run_dir"])
+        assert row["steps"] == 1 and not (run_dir / "value_model").exists()  # no VM-MCTS stage in any arm
+        assert not list(run_dir.glob("eval_after_*.jsonl"))
+    assert done.stdout.strip().splitlines()[-1].startswith("rest_dpo_vs_grpo: gain_points=")
