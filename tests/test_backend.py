@@ -88,11 +88,17 @@ def test_a_turn_continued_from_the_kept_cache_equals_one_computed_afresh(policy)
     other = HFPolicy(ModelConfig(path="random:qwen2-tiny"), seed=0)
     other.generate(turns[:1], 1, 4, greedy=True, prefixes=cache)
     assert cache.reused_tokens == sum(shared) and cache.owner == id(other.causal_lm)
-    bounded = PrefixCache(limit=2)  # the newest two kept; the turns still equal those computed afresh
-    policy.generate(prompts, [2, 1], 10, temperature=1.0, prefixes=bounded)
-    assert len(bounded.entries) == 2
+    # kept within a memory bound, the newest first; the turns still equal those computed afresh
+    def kept_bytes(prefixes: PrefixCache) -> list[int]:
+        return [sum(k.nbytes + v.nbytes for k, v in entry.layers) for entry in prefixes.entries]
+
+    unbounded = PrefixCache()
+    policy.generate(prompts, [2, 1], 10, greedy=True, prefixes=unbounded)
+    bounded = PrefixCache(max_bytes=sum(sorted(kept_bytes(unbounded))[-2:]))  # room for two of the three
+    policy.generate(prompts, [2, 1], 10, greedy=True, prefixes=bounded)
+    assert len(kept_bytes(unbounded)) == 3 and len(kept_bytes(bounded)) == 2
     assert [c.token_ids for c in _flatten(policy.generate(turns, 1, 10, greedy=True, prefixes=bounded))] == \
-        [c.token_ids for c in afresh] and len(bounded.entries) == 2
+        [c.token_ids for c in afresh] and sum(kept_bytes(bounded)) <= bounded.max_bytes
 
 
 def test_greedy_is_deterministic_and_sampling_is_seeded(policy):

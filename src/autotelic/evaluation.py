@@ -132,7 +132,7 @@ def _vm_mcts(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, deco
     budget = decoding.budget(max_new_tokens)
     trees = search(policy, tasks, ValueEvaluator(policy, decoding.value_model), iterations=budget,
                    children=cfg.children, step_tokens=cfg.step_tokens, max_new_tokens=max_new_tokens,
-                   temperature=cfg.temperature, c_uct=cfg.c_uct, token_budget=budget)
+                   temperature=cfg.temperature, c_uct=cfg.c_uct, token_budget=budget, cache_mb=cfg.cache_mb)
     return [Answer(best_response(tree, policy, max_new_tokens), tree.tokens_spent) for tree in trees]
 
 

@@ -137,16 +137,15 @@ class ValueEvaluator:
 
 def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, iterations: int, children: int,
            step_tokens: int, max_new_tokens: int, temperature: float, c_uct: float,
-           token_budget: int | None = None) -> list[SearchTree]:
+           token_budget: int | None = None, cache_mb: int = SearchConfig.cache_mb) -> list[SearchTree]:
     """Runs MCTS on every task at once; each iteration expands one leaf per tree."""
     line_end = policy.token_ids_containing("\n")
     trees = [SearchTree(task, policy.encode_prompt(task.chat, task.response_prefix), [Node([], None, False)])
              for task in tasks]
     # an expanded leaf continues a sequence an earlier expansion generated, or shares its prompt with one: its
     # attention state is read from there instead of prefilling the prompt and the path again (the weights stay).
-    # About the last two expansions' lines of each tree are kept: keeping every expanded node's, 32 trees of the
-    # embedded model at 384 tokens peaked at 6.5 GiB, against 4.9 GiB so
-    prefixes = PrefixCache(limit=2 * children * len(tasks))
+    # Each kept node holds its prompt and path again, so they are kept within cache_mb, the newest first.
+    prefixes = PrefixCache(max_bytes=cache_mb * 2**20)
     for _ in range(iterations):
         active = [t for t in trees if not t.nodes[0].exhausted
                   and (token_budget is None or t.tokens_spent < token_budget)]
@@ -232,5 +231,5 @@ def collect_value_targets(policy: PolicyBackend, tasks: list[Task], scorer: Resp
     evaluator = RolloutEvaluator(policy, scorer, max_new_tokens, config.temperature)
     trees = search(policy, tasks, evaluator, iterations=iterations, children=config.children,
                    step_tokens=config.step_tokens, max_new_tokens=max_new_tokens, temperature=config.temperature,
-                   c_uct=config.c_uct)
+                   c_uct=config.c_uct, cache_mb=config.cache_mb)
     return value_examples(trees, policy.decode) + evaluator.rollouts

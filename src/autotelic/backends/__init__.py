@@ -32,7 +32,8 @@ class PrefixCache:
     entries: list[Any] = field(default_factory=list)  # the backend's own: the latest state of each sequence
     owner: int | None = None  # the model that computed them: another model's calls start afresh
     reused_tokens: int = 0  # prompt tokens read from kept state instead of computed, over every call
-    limit: int | None = None  # sequences kept at most, the newest: tree search keeps one per expanded node otherwise
+    max_bytes: int | None = None  # the newest sequences kept within this much memory: tree search keeps one per
+    # expanded node otherwise, each holding its prompt and path again, so memory grows with trees and depth
 
 
 class PolicyBackend(Protocol):

@@ -125,8 +125,12 @@ def _keep(prefixes: PrefixCache, cache: DynamicCache, mask: torch.Tensor, rows: 
         prefixes.entries.append(_Kept(torch.tensor(tokens), [(layer.keys[row].index_select(1, real),
                                                               layer.values[row].index_select(1, real))
                                                              for layer in cache.layers]))
-    if prefixes.limit is not None:  # the oldest go first: a later prompt that continued one only computes more
-        del prefixes.entries[:max(0, len(prefixes.entries) - prefixes.limit)]
+    if prefixes.max_bytes is not None:  # the oldest go first: a later prompt that continued one only computes more
+        sizes = [sum(keys.nbytes + values.nbytes for keys, values in entry.layers) for entry in prefixes.entries]
+        total, first = sum(sizes), 0
+        while total > prefixes.max_bytes and first < len(sizes):
+            total, first = total - sizes[first], first + 1
+        del prefixes.entries[:first]
 
 
 @torch.no_grad()

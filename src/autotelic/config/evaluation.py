@@ -20,10 +20,14 @@ class SearchConfig:
     """Exploration weight of UCT."""
     temperature: float = 0.8
     """Sampling temperature of expansions and rollouts."""
+    cache_mb: int = 1024
+    """Memory for the attention state of expanded nodes, the newest kept: an expansion continues its leaf's
+    sequence from there instead of computing the prompt and path again (0: nothing kept)."""
 
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.children", self.children), *count(f"{key}.step_tokens", self.step_tokens),
-                *at_least_zero(f"{key}.c_uct", self.c_uct), *positive(f"{key}.temperature", self.temperature)]
+                *at_least_zero(f"{key}.c_uct", self.c_uct), *positive(f"{key}.temperature", self.temperature),
+                *at_least_zero(f"{key}.cache_mb", self.cache_mb)]
 
 
 @dataclass
