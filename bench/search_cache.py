@@ -31,6 +31,10 @@ RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml
 UNBOUNDED = 2**40  # MB: more than any machine holds
 
 
+def label(bound: int) -> str:
+    return "none" if bound == UNBOUNDED else str(bound)
+
+
 def decode(value_model: Path, problems: int, cache_mb: int, overrides: list[str]) -> dict:
     """One VM-MCTS decoding of the first ``problems`` held-out problems, in this process."""
     import torch
@@ -82,10 +86,10 @@ def main() -> None:
         if done.returncode != 0:
             raise SystemExit(f"cache_mb={bound}: the decoding failed: {done.stderr.strip().splitlines()[-1]}")
         measured[bound] = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"cache_mb={'none' if bound == UNBOUNDED else bound}: {measured[bound]['seconds']:.0f} s, peak "
+        print(f"cache_mb={label(bound)}: {measured[bound]['seconds']:.0f} s, peak "
               f"{measured[bound]['peak_gib']:.2f} GiB", flush=True)
     reference = measured[UNBOUNDED]
-    rows = [{"arm": f"cache_mb={'none' if bound == UNBOUNDED else bound}", "seed": 0,
+    rows = [{"arm": f"cache_mb={label(bound)}", "seed": 0,
              "cache_mb": None if bound == UNBOUNDED else bound,
              **{key: value for key, value in result.items() if key != "answers"},
              "answers_equal_unbounded": sum(a == b for a, b in zip(result["answers"], reference["answers"]))}

@@ -138,15 +138,17 @@ def main() -> None:
             per_problem[depth, share] = measures
             row = {"arm": f"depth {depth}" + (f", share {share}" if len(args.shares) > 1 else ""), "seed": 0,
                    "depth": depth, "layers": model.body.config.num_hidden_layers, "share": share,
-                   "fit_problems": fitted_on, "problems": len(prompts), "pick_problems": sum("pick" in m for m in measures.values())}
+                   "fit_problems": fitted_on, "problems": len(prompts),
+                   "pick_problems": sum("pick" in m for m in measures.values())}
             for name in ("pick", "random", "best", *AUCS):
                 values = [m[name] for m in measures.values() if name in m]
                 row[name] = float(np.mean(values))
                 row[f"{name}_problems"] = len(values)
             rows.append(row)
-            print(f"{row['arm']} ({row['layers']} layers, heads fit on {fitted_on:.0f} problems): pick {row['pick']:.3f} (random {row['random']:.3f}, best "
-                  f"{row['best']:.3f}, {row['pick_problems']} problems)  finished AUC {row['finished_auc']:.3f}  "
-                  f"partial AUC {row['partial_auc']:.3f}", flush=True)
+            print(f"{row['arm']} ({row['layers']} layers, heads fit on {fitted_on:.0f} problems): pick "
+                  f"{row['pick']:.3f} (random {row['random']:.3f}, best {row['best']:.3f}, {row['pick_problems']} "
+                  f"problems)  finished AUC {row['finished_auc']:.3f}  partial AUC {row['partial_auc']:.3f}",
+                  flush=True)
     last, full = max(args.depths), max(args.shares)
     comparisons = [paired(f"depth_{depth}_vs_depth_{last}", per_problem[last, full], per_problem[depth, full],
                           "pick") for depth in args.depths if depth != last]

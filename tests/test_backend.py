@@ -89,7 +89,7 @@ def test_a_turn_continued_from_the_kept_cache_equals_one_computed_afresh(policy)
     other.generate(turns[:1], 1, 4, greedy=True, prefixes=cache)
     assert cache.reused_tokens == sum(shared) and cache.owner == id(other.causal_lm)
     # kept within a memory bound, the newest first; the turns still equal those computed afresh
-    def kept_bytes(prefixes: PrefixCache) -> list[int]:
+    def kept_bytes(prefixes: PrefixCache) -> list[int]:  # what the tensors hold, not the entries' own count
         return [sum(k.nbytes + v.nbytes for k, v in entry.layers) for entry in prefixes.entries]
 
     unbounded = PrefixCache()

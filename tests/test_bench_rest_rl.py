@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
-TINY = ["model.path=random:qwen2-tiny", "control.max_new_tokens=16", "eval.max_new_tokens=16", "control.tasks_per_step=2",
-        "generate.group_size=2"]
+TINY = ["model.path=random:qwen2-tiny", "control.max_new_tokens=16", "eval.max_new_tokens=16",
+        "control.tasks_per_step=2", "generate.group_size=2"]
 
 
 def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

@@ -44,7 +44,8 @@ def test_the_bench_cross_validates_each_depth_and_share_and_writes_their_compari
                  {"prompt": prompt, "response": "I can't", "target": 0.0, "weight": 1.0}]
     (data / "value_data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     done = subprocess.run([sys.executable, str(BENCH / "value_depth.py"), "--runs-dir", str(tmp_path / "runs"),
-                           "--depths", "0.5", "1.0", "--shares", "0.5", "1.0", "--folds", "2", "--model", "random:qwen2-tiny",
+                           "--depths", "0.5", "1.0", "--shares", "0.5", "1.0", "--folds", "2",
+                           "--model", "random:qwen2-tiny",
                            "--results-dir", str(tmp_path / "results")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     artifact = json.loads(next((tmp_path / "results").glob("value_depth-*.json")).read_text())

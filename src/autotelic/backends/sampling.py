@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
@@ -57,6 +57,10 @@ class _Kept:
 
     tokens: torch.Tensor  # (L,) on the CPU: the tokens it covers
     layers: list[tuple[torch.Tensor, torch.Tensor]]  # each layer's (keys, values), (heads, L, head_dim)
+    nbytes: int = field(init=False)  # the memory its state holds, for PrefixCache.max_bytes
+
+    def __post_init__(self) -> None:
+        self.nbytes = sum(keys.nbytes + values.nbytes for keys, values in self.layers)
 
 
 def _shared_length(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -126,10 +130,9 @@ def _keep(prefixes: PrefixCache, cache: DynamicCache, mask: torch.Tensor, rows: 
                                                               layer.values[row].index_select(1, real))
                                                              for layer in cache.layers]))
     if prefixes.max_bytes is not None:  # the oldest go first: a later prompt that continued one only computes more
-        sizes = [sum(keys.nbytes + values.nbytes for keys, values in entry.layers) for entry in prefixes.entries]
-        total, first = sum(sizes), 0
-        while total > prefixes.max_bytes and first < len(sizes):
-            total, first = total - sizes[first], first + 1
+        total, first = sum(entry.nbytes for entry in prefixes.entries), 0
+        while total > prefixes.max_bytes and first < len(prefixes.entries):
+            total, first = total - prefixes.entries[first].nbytes, first + 1
         del prefixes.entries[:first]
 
 
