@@ -9,7 +9,11 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
         value of the whole answer (an outcome reward model) and VM-MCTS, and with ``--prm`` best-of-n picked by
         the weakest step's value (the value model read as a PRM, ``eval.select_by=process_value``);
 - rest_dpo (``--rest-dpo``): the ReST-DPO baseline: the same sampling, each group's best and worst answers by
-        the unit tests as a DPO pair (``algorithm.name=online_dpo``), no partial-solution prompts.
+        the unit tests as a DPO pair (``algorithm.name=online_dpo``), no partial-solution prompts;
+- demonstrations (``--demonstrations``): the grpo arm with guided rollouts by demonstration (bench/strategies.py's
+        ``DEMONSTRATIONS``, LUFFY's off-policy guidance): a problem whose whole group scored 0 comes back with its
+        reference body as one of its 8 samples, half of each step's problems at first, a share that shrinks by a
+        tenth every step; the GFCR strategy against the same run without it (demonstrations_vs_grpo).
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same generation budget
 per step for both (``control.max_tokens_per_step`` = tasks_per_step x group_size x max_new_tokens, so the
 refills of dynamic sampling stay within what GRPO may spend); ``--max-minutes`` a safety net flagged if it
@@ -21,8 +25,10 @@ problems for all.
     python bench/rest_rl.py                          # 40 steps, 3 seeds, 201 held-out problems
     python bench/rest_rl.py --steps 10 --heldout 60 --oracle
     python bench/rest_rl.py --training-only --rest-dpo  # the training arms alone: rest_vs_grpo, rest_dpo_vs_grpo
+    python bench/rest_rl.py --training-only --demonstrations --steps 20 --heldout 200 --parallel
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
-rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
+rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, demonstrations_vs_grpo with --demonstrations,
+best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
 prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
 have). --prm and --oracle pick again among the candidates the run's best-of-n sampled (``evaluation.reselect``):
@@ -40,6 +46,7 @@ from pathlib import Path
 
 from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare, heldout_of,
                   report, run_arms, runs_dir_from, runs_of)
+from strategies import DEMONSTRATIONS
 
 from autotelic.evaluation import reselect
 from autotelic.run_log import write_jsonl
@@ -52,6 +59,7 @@ ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0"
         Arm("rest", (), RECIPE))
 REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fraction=0", "filter.min_reward_std=0",
                             "filter.dynamic_sampling=false", NO_VALUE), RECIPE)
+GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *DEMONSTRATIONS), RECIPE)
 
 
 def with_token_cap(arm: Arm, budget: Budget) -> Arm:
@@ -80,6 +88,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--oracle", action="store_true", help="also best-of-n picked by the hidden tests")
     parser.add_argument("--rest-dpo", action="store_true", help="also the ReST-DPO baseline arm")
+    parser.add_argument("--demonstrations", action="store_true",
+                        help="also the grpo arm with guided rollouts by demonstration")
     # the value model's score of every step of every candidate, in this process once all runs end
     parser.add_argument("--prm", action="store_true", help="also best-of-n picked by the value model read as a PRM")
     parser.add_argument("--training-only", action="store_true",
@@ -91,12 +101,15 @@ def main() -> None:
                      "out; drop one of them")
     budget = budget_from(args)
     rest = Arm("rest", (NO_VALUE,), RECIPE) if args.training_only else ARMS[1]
-    arms = [with_token_cap(arm, budget) for arm in (ARMS[0], rest, *([REST_DPO] if args.rest_dpo else []))]
+    arms = [with_token_cap(arm, budget) for arm in (ARMS[0], *([GUIDED] if args.demonstrations else []), rest,
+                                                     *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
     training = [compare("rest_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest"])),
                 *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]
-                  if args.rest_dpo else [])]
+                  if args.rest_dpo else []),
+                *([compare("demonstrations_vs_grpo", Measure(trained["grpo"]), Measure(trained["demonstrations"]))]
+                  if args.demonstrations else [])]
     if args.training_only:
         report("rest_rl", runs, training, budget, args.results_dir, {}, {"training_only": True})
         return
@@ -114,7 +127,7 @@ def main() -> None:
                    compare("vm_mcts_vs_best_of_n", Measure(trained["rest"], "eval_after_best_of_n"),
                            Measure(trained["rest"], "eval_after_vm_mcts"))]
     report("rest_rl", runs, comparisons, budget, args.results_dir, extra,
-           {"token_budget": arm_config(arms[1], budget).eval.token_budget})
+           {"token_budget": arm_config(rest, budget).eval.token_budget})
 
 
 if __name__ == "__main__":
