@@ -11,9 +11,10 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
 - rest_dpo (``--rest-dpo``): the ReST-DPO baseline: the same sampling, each group's best and worst answers by
         the unit tests as a DPO pair (``algorithm.name=online_dpo``), no partial-solution prompts;
 - demonstrations (``--demonstrations``): the grpo arm with guided rollouts by demonstration (bench/strategies.py's
-        ``DEMONSTRATIONS``, LUFFY's off-policy guidance): a problem whose whole group scored 0 comes back with its
-        reference body as one of its 8 samples, half of each step's problems at first, a share that shrinks by a
-        tenth every step; the GFCR strategy against the same run without it (demonstrations_vs_grpo).
+        ``DEMONSTRATIONS``, LUFFY's off-policy guidance): a problem none of whose answers passes its tests (best
+        reward at most 0.9, ReST-GRPO's bar for solved) comes back with its reference function (the ``solution``
+        column) as one of its 8 samples, half of each step's problems at first, a share that shrinks by a tenth
+        every step; the GFCR strategy against the same run without it (demonstrations_vs_grpo).
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same generation budget
 per step for both (``control.max_tokens_per_step`` = tasks_per_step x group_size x max_new_tokens, so the
 refills of dynamic sampling stay within what GRPO may spend); ``--max-minutes`` a safety net flagged if it
@@ -59,7 +60,8 @@ ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0"
         Arm("rest", (), RECIPE))
 REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fraction=0", "filter.min_reward_std=0",
                             "filter.dynamic_sampling=false", NO_VALUE), RECIPE)
-GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *DEMONSTRATIONS), RECIPE)
+GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *DEMONSTRATIONS, "curriculum.hints.column=solution",
+                                 "curriculum.hints.max_reward=0.9"), RECIPE)
 
 
 def with_token_cap(arm: Arm, budget: Budget) -> Arm:

@@ -44,6 +44,7 @@ def test_reference_solutions_pass_and_wrong_ones_fail_in_the_sandbox():
     whole = problem["prompt"] + problem["canonical_solution"]
     assert FAMILY.score(task, f"Here it is:\n```python\n{whole}```") == 1.0  # the whole function restated
     assert FAMILY.score(task, "    return True\n") == 0.0
+    assert FAMILY.score(task, task.meta["columns"]["solution"]) == 1.0  # the reference as a reply, for guidance
     assert FAMILY.score(task, "    while True: pass\n") == 0.0  # stopped by the sandbox's limits
     # a problem whose prompt defines a helper before the entry point: restating only the entry point works
     helper_task, helper_problem = _task("HumanEval/10")
@@ -99,7 +100,8 @@ def test_pyfunc_reference_solutions_pass_and_wrong_ones_fail_for_every_template(
     reward = build_reward("unit_tests", {"wall_seconds": 5.0, "graded": False})
     for level in PYFUNC.levels:
         for key, task in _pyfunc_task_per_template(level).items():
-            assert reward(task, [task.answer, "    return 0\n"]) == [1.0, 0.0], key
+            answers = [task.answer, task.meta["columns"]["solution"], "    return 0\n"]
+            assert reward(task, answers) == [1.0, 1.0, 0.0], key
 
 
 def test_pyfunc_prompt_is_a_humaneval_style_stub_with_an_example():

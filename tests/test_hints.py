@@ -91,6 +91,15 @@ def test_failed_episodes_come_back_unchanged_for_one_episode_to_demonstrate():
     assert metrics["hint/made"] == 0  # a demonstrated group is not queued again
 
 
+def test_a_code_reference_is_demonstrated_with_its_indentation():
+    """Only blank lines around a reference are dropped: a function body's first line keeps its indentation (it once
+    lost it, so every code demonstration was a syntax error that scored 0)."""
+    task = _task("f", "\n    return x + 1\n    \n")
+    hints = HintCurriculum(Fixed([task]), fraction=1.0, mode="demonstration", queue=deque())
+    hints.observe([_group(task, [0.0, 0.0])])
+    assert hints.queue[0].meta["demonstration"] == ["    return x + 1"]
+
+
 def test_with_a_stuck_window_only_families_stuck_at_zero_are_guided():
     """stuck_window=2: a family is guided while neither of its last 2 unguided groups was solved; once one is,
     its failed tasks stay unguided and its queued retries are dropped, until 2 more failures make it stuck again."""

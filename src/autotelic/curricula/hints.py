@@ -49,9 +49,12 @@ def hinted(task: Task, hint: str) -> Task:
 
 
 def demonstrated(task: Task, reference: str) -> Task:
-    """``task`` as it was, with ``reference`` (one action a line) for one episode of its group to play."""
-    return replace(task, uid=f"{task.uid}#demonstrated",
-                   meta={**task.meta, "hinted": True, "demonstration": reference.strip().splitlines()})
+    """``task`` as it was, with ``reference`` (one action a line) for one episode of its group to play. Only blank
+    lines around it are dropped: a code reference's first line keeps its indentation."""
+    lines = reference.rstrip().splitlines()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    return replace(task, uid=f"{task.uid}#demonstrated", meta={**task.meta, "hinted": True, "demonstration": lines})
 
 
 def reference_of(task: Task, column: str) -> str | None:

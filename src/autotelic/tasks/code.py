@@ -5,7 +5,9 @@ The policy completes a function; the problem's own tests run against it in the s
 (``autotelic.sandbox``), never in this process. HumanEval's levels follow the length of the
 reference solution (a proxy for difficulty that needs no labels): 1 up to 3 lines, 2 up to 8, 3
 beyond. ``pyfunc``'s levels: 1 one arithmetic operation on an integer, 2 one operation over a list
-of integers, 3 strings and combinations (filter then sort, filter then sum, ...).
+of integers, 3 strings and combinations (filter then sort, filter then sum, ...). Every task carries its reference
+function, as the instruction asks for a reply, in a ``solution`` column (``meta["columns"]``: guided rollouts
+play it); pyfunc's leaves the docstring out.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ def humaneval_problems() -> tuple[dict[str, Any], ...]:
     return tuple(read_problems().values())
 
 
+def solution_block(function: str) -> str:
+    """A reference function as the instruction asks for a reply (a ``solution`` column: guided rollouts play it)."""
+    return f"```python\n{function}```"
+
+
 def unit_tests(task: Task, completion: str) -> Harnessed:
     """The completed function and the problem's tests with the call of its ``check``, in the harness. The
     problem's prompt (imports, helpers) comes first unless the completion restates the function itself."""
@@ -70,7 +77,8 @@ class HumanEvalFamily:
     def generate(self, rng: random.Random, level: int) -> Task:
         problem = rng.choice(self.problems(level))
         prompt = INSTRUCTION + "```python\n" + problem["prompt"] + "```"
-        meta = {key: problem[key] for key in ("prompt", "test", "entry_point")}
+        meta = {**{key: problem[key] for key in ("prompt", "test", "entry_point")},
+                "columns": {"solution": solution_block(problem["prompt"] + problem["canonical_solution"])}}
         return Task(prompt, problem["task_id"], self.name, level, task_uid(self.name, problem["task_id"]), meta=meta)
 
     def tests(self, task: Task, completion: str) -> Harnessed:
@@ -319,8 +327,10 @@ class PyFuncFamily:
                 f'    """\n')
         test = "def check(candidate):\n" + "".join(f"    assert candidate({value!r}) == {out!r}\n"
                                                   for value, out in cases)
-        meta = {"prompt": stub, "test": test, "entry_point": entry_point, "key": key}
         answer = f"    return {template.body.format(**consts)}\n"
+        signature = f"def {entry_point}({template.arg}) -> {template.returns}:\n"
+        meta = {"prompt": stub, "test": test, "entry_point": entry_point, "key": key,
+                "columns": {"solution": solution_block(signature + answer)}}
         prompt = INSTRUCTION + "```python\n" + stub + "```"
         return Task(prompt, answer, self.name, level, task_uid(self.name, key), meta=meta)
 
