@@ -16,7 +16,8 @@ from autotelic.evaluation import Decoding, correct, evaluate, reselect
 from autotelic.rollout.filter import verifier_reward
 from autotelic.loading import load_config
 from autotelic.rewards import build_reward
-from autotelic.search import RolloutEvaluator, ValueEvaluator, search, value_examples
+from autotelic.search import (Node, RolloutEvaluator, SearchTree, ValueEvaluator, best_response, search,
+                              value_examples)
 from autotelic.tasks import get_family
 from autotelic.run_state import new_run_dir
 from autotelic.trainer import Trainer
@@ -84,7 +85,7 @@ def test_search_widens_exhausted_nodes_until_the_budget_is_spent(policy):
     trees = search(policy, tasks, ValueEvaluator(policy, ValueModel("random:qwen2-tiny")), iterations=budget,
                    children=2, step_tokens=16, max_new_tokens=48, temperature=0.5, c_uct=1.0, token_budget=budget)
     for tree in trees:
-        assert budget <= tree.tokens_spent <= budget + 1
+        assert budget - 1 <= tree.tokens_spent <= budget  # it stops with less left than a token per child (2)
         assert len(tree.finished()) >= 3  # several whole answers to choose from, sharing their prefixes
         assert any(len(node.children) > 2 for node in tree.nodes)  # a node sampled again once its children were spent
         for node in tree.nodes:
@@ -92,6 +93,24 @@ def test_search_widens_exhausted_nodes_until_the_budget_is_spent(policy):
                 assert node.saturated and all(tree.nodes[c].exhausted for c in node.children)
             lines = [tuple(tree.nodes[c].token_ids) for c in node.children]
             assert len(lines) == len(set(lines))  # every line once
+
+
+def test_an_unfinished_answer_is_completed_within_what_is_left_of_the_budget(policy):
+    task = _code_tasks("pyfunc")[0]
+    opening = policy.tokenize("```python\n")  # an open line, not an ended reply
+
+    def unfinished(spent: int) -> SearchTree:  # a search that finished no answer: one open line below the root
+        return SearchTree(task, policy.encode_prompt(task.chat, task.response_prefix),
+                          [Node([], None, False, visits=1, children=[1]), Node(opening, 0, False, visits=1)], spent)
+
+    cut = unfinished(90)
+    answer = best_response(cut, policy, 48, token_budget=96)
+    assert cut.tokens_spent == 96 and answer.startswith(policy.decode(opening))  # 6 tokens: the function is cut
+    free = unfinished(90)
+    best_response(free, policy, 48)
+    assert free.tokens_spent > 96  # without a budget the same completion runs on
+    spent = unfinished(96)
+    assert best_response(spent, policy, 48, token_budget=96) == policy.decode(opening) and spent.tokens_spent == 96
 
 
 def test_kept_prompt_states_give_the_features_of_whole_sequences():
@@ -183,9 +202,9 @@ def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):
             if strategy == "best_of_n":  # a sample is drawn only while a whole one (48 tokens) still fits
                 assert budget - 48 < record["tokens"] <= budget
                 assert record["completion"] in record["candidates"] and len(record["candidates"]) >= 2
-            else:  # the last expansion shares what is left among its 2 children (a token over at most), and an
-                # answer the search did not finish is completed greedily (up to 48 tokens more, counted)
-                assert budget <= record["tokens"] <= budget + 1 + 48
+            else:  # the last expansion shares what is left among its 2 children, and an answer the search did
+                # not finish is completed greedily with what is left: never over the budget (it once ran 48 over)
+                assert budget - 1 <= record["tokens"] <= budget
         assert result.summary()["tokens_per_task"] == pytest.approx(
             sum(r["tokens"] for r in result.records) / len(tasks), abs=0.1)
         if strategy == "best_of_n":  # the same candidates picked again by the tests: right wherever any one is

@@ -133,7 +133,7 @@ def _vm_mcts(policy: PolicyBackend, tasks: list[Task], max_new_tokens: int, deco
     trees = search(policy, tasks, ValueEvaluator(policy, decoding.value_model), iterations=budget,
                    children=cfg.children, step_tokens=cfg.step_tokens, max_new_tokens=max_new_tokens,
                    temperature=cfg.temperature, c_uct=cfg.c_uct, token_budget=budget, cache_mb=cfg.cache_mb)
-    return [Answer(best_response(tree, policy, max_new_tokens), tree.tokens_spent) for tree in trees]
+    return [Answer(best_response(tree, policy, max_new_tokens, budget), tree.tokens_spent) for tree in trees]
 
 
 def _record(task: Task, answer: Answer) -> dict[str, Any]:

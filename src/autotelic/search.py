@@ -14,8 +14,10 @@ Progressive widening: a node whose children are all exhausted is expanded again 
 sampled from it) until an expansion adds no line it does not have; only then, or when terminal, is
 it exhausted. Without it a near-deterministic policy (every sample opens with the same code fence)
 exhausts its root after one or two answers and leaves most of a token budget unspent. A tree stops
-when its root is exhausted, its iterations are spent or its completion-token budget is; every
-sampled token counts toward the budget, duplicate lines included.
+when its root is exhausted, its iterations are spent or its completion-token budget is (less of it
+left than a token per child); every sampled token counts toward the budget, duplicate lines
+included, and so does the greedy completion of an answer the search did not finish, which gets
+only what is left: no tree spends more than its budget.
 """
 
 from __future__ import annotations
@@ -148,13 +150,13 @@ def search(policy: PolicyBackend, tasks: list[Task], evaluate: Evaluator, *, ite
     prefixes = PrefixCache(max_bytes=cache_mb * 2**20)
     for _ in range(iterations):
         active = [t for t in trees if not t.nodes[0].exhausted
-                  and (token_budget is None or t.tokens_spent < token_budget)]
+                  and (token_budget is None or token_budget - t.tokens_spent >= children)]
         if not active:
             break
         leaves = [(tree, tree.select(c_uct)) for tree in active]
         # the last expansion of a tree shares what is left of its budget among its children: the budget holds
         caps = [min(step_tokens, max_new_tokens - len(tree.nodes[leaf].token_ids),
-                    step_tokens if token_budget is None else max(1, (token_budget - tree.tokens_spent) // children))
+                    step_tokens if token_budget is None else (token_budget - tree.tokens_spent) // children)
                 for tree, leaf in leaves]
         outputs = generate_capped(policy, [t.prompt_ids + t.nodes[leaf].token_ids for t, leaf in leaves], children,
                                   caps, temperature, stop_token_ids=line_end, prefixes=prefixes)
@@ -209,9 +211,11 @@ def value_examples(trees: list[SearchTree], decode: Callable[[list[int]], str]) 
             for tree in trees for node in tree.nodes[1:] if node.visits]
 
 
-def best_response(tree: SearchTree, policy: PolicyBackend, max_new_tokens: int) -> str:
+def best_response(tree: SearchTree, policy: PolicyBackend, max_new_tokens: int, token_budget: int | None = None,
+                  ) -> str:
     """The finished response of highest estimated value; when search finished none, the most visited
-    path is completed greedily (its tokens count toward the tree's spend)."""
+    path is completed greedily, with what is left of ``token_budget`` at most (its tokens count toward
+    the tree's spend: an answer the budget cuts stays unfinished)."""
     done = tree.finished()
     if done:
         best = max(done, key=lambda i: tree.nodes[i].estimate)
@@ -220,7 +224,11 @@ def best_response(tree: SearchTree, policy: PolicyBackend, max_new_tokens: int) 
     while tree.nodes[index].children:
         index = max(tree.nodes[index].children, key=lambda i: (tree.nodes[i].visits, tree.nodes[i].q))
     prefix = tree.nodes[index].token_ids
-    (completion,), = policy.generate([tree.prompt_ids + prefix], 1, max_new_tokens - len(prefix), 1.0, greedy=True)
+    cap = max_new_tokens - len(prefix) if token_budget is None else min(max_new_tokens - len(prefix),
+                                                                        token_budget - tree.tokens_spent)
+    if cap <= 0:
+        return policy.decode(prefix)
+    (completion,), = policy.generate([tree.prompt_ids + prefix], 1, cap, 1.0, greedy=True)
     tree.tokens_spent += len(completion.token_ids)
     return policy.decode(prefix + completion.token_ids)
 
