@@ -14,7 +14,11 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
         ``DEMONSTRATIONS``, LUFFY's off-policy guidance): a problem none of whose answers passes its tests (best
         reward at most 0.9, ReST-GRPO's bar for solved) comes back with its reference function (the ``solution``
         column) as one of its 8 samples, half of each step's problems at first, a share that shrinks by a tenth
-        every step; the GFCR strategy against the same run without it (demonstrations_vs_grpo).
+        every step; the GFCR strategy against the same run without it (demonstrations_vs_grpo);
+- memory (``--memory``): the grpo arm keeping a memory (``curriculum.memory.at_eval``, ``fraction`` 0: it only banks,
+        so it trains exactly as grpo): problems it solved with its own answers, the 2 nearest of which are written
+        before each held-out problem; skill/memory replay as a deployed agent's, scored on those answers against
+        the grpo arm (memory_vs_grpo) and against its own weights-only answers (memory_vs_its_weights).
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same generation budget
 per step for both (``control.max_tokens_per_step`` = tasks_per_step x group_size x max_new_tokens, so the
 refills of dynamic sampling stay within what GRPO may spend); ``--max-minutes`` a safety net flagged if it
@@ -26,9 +30,10 @@ problems for all.
     python bench/rest_rl.py                          # 40 steps, 3 seeds, 201 held-out problems
     python bench/rest_rl.py --steps 10 --heldout 60 --oracle
     python bench/rest_rl.py --training-only --rest-dpo  # the training arms alone: rest_vs_grpo, rest_dpo_vs_grpo
-    python bench/rest_rl.py --training-only --demonstrations --steps 20 --heldout 200 --parallel
+    python bench/rest_rl.py --training-only --demonstrations --memory --steps 20 --heldout 200 --parallel
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, demonstrations_vs_grpo with --demonstrations,
+memory_vs_grpo and memory_vs_its_weights with --memory,
 best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
 prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
@@ -55,6 +60,7 @@ from autotelic.value_model import ValueModel
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
 NO_VALUE = "value.enabled=false"
+REMEMBERED = "eval_after_memory"  # the memory arm's held-out answers with its memory's examples in the prompt
 ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
                      NO_VALUE), RECIPE),
         Arm("rest", (), RECIPE))
@@ -62,6 +68,7 @@ REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fr
                             "filter.dynamic_sampling=false", NO_VALUE), RECIPE)
 GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *DEMONSTRATIONS, "curriculum.hints.column=solution",
                                  "curriculum.hints.max_reward=0.9"), RECIPE)
+MEMORY = Arm("memory", (*ARMS[0].overrides, "curriculum.memory.at_eval=true"), RECIPE)
 
 
 def with_token_cap(arm: Arm, budget: Budget) -> Arm:
@@ -92,6 +99,7 @@ def main() -> None:
     parser.add_argument("--rest-dpo", action="store_true", help="also the ReST-DPO baseline arm")
     parser.add_argument("--demonstrations", action="store_true",
                         help="also the grpo arm with guided rollouts by demonstration")
+    parser.add_argument("--memory", action="store_true", help="also the grpo arm evaluated with its memory")
     # the value model's score of every step of every candidate, in this process once all runs end
     parser.add_argument("--prm", action="store_true", help="also best-of-n picked by the value model read as a PRM")
     parser.add_argument("--training-only", action="store_true",
@@ -104,14 +112,18 @@ def main() -> None:
     budget = budget_from(args)
     rest = Arm("rest", (NO_VALUE,), RECIPE) if args.training_only else ARMS[1]
     arms = [with_token_cap(arm, budget) for arm in (ARMS[0], *([GUIDED] if args.demonstrations else []), rest,
-                                                     *([REST_DPO] if args.rest_dpo else []))]
+                                                     *([REST_DPO] if args.rest_dpo else []),
+                                                     *([MEMORY] if args.memory else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
     training = [compare("rest_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest"])),
                 *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]
                   if args.rest_dpo else []),
                 *([compare("demonstrations_vs_grpo", Measure(trained["grpo"]), Measure(trained["demonstrations"]))]
-                  if args.demonstrations else [])]
+                  if args.demonstrations else []),
+                *([compare("memory_vs_grpo", Measure(trained["grpo"]), Measure(trained["memory"], REMEMBERED)),
+                   compare("memory_vs_its_weights", Measure(trained["memory"]), Measure(trained["memory"], REMEMBERED))]
+                  if args.memory else [])]
     if args.training_only:
         report("rest_rl", runs, training, budget, args.results_dir, {}, {"training_only": True})
         return

@@ -29,19 +29,25 @@ def test_training_only_refuses_the_selections_it_leaves_out_in_one_line(tmp_path
 
 @pytest.mark.slow
 def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path):
-    done = run_bench(tmp_path, "--training-only", "--rest-dpo", "--demonstrations", "--steps", "1", "--seeds", "1",
-                     "--heldout", "3", "--parallel", *TINY)
+    done = run_bench(tmp_path, "--training-only", "--rest-dpo", "--demonstrations", "--memory", "--steps", "1",
+                     "--seeds", "1", "--heldout", "3", "--parallel", *TINY)
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = (tmp_path / "results").glob("rest_rl-*.json")
     record = json.loads(path.read_text())
-    assert [c["name"] for c in record["comparisons"]] == ["rest_vs_grpo", "rest_dpo_vs_grpo", "demonstrations_vs_grpo"]
+    assert [c["name"] for c in record["comparisons"]] == ["rest_vs_grpo", "rest_dpo_vs_grpo", "demonstrations_vs_grpo",
+                                                          "memory_vs_grpo", "memory_vs_its_weights"]
     assert record["summary"]["training_only"] is True
-    assert sorted(row["arm"] for row in record["rows"]) == ["demonstrations", "grpo", "rest", "rest_dpo"]
+    assert sorted(row["arm"] for row in record["rows"]) == ["demonstrations", "grpo", "memory", "rest", "rest_dpo"]
     for row in record["rows"]:
         run_dir = Path(row["run_dir"])
         assert row["steps"] == 1 and not (run_dir / "value_model").exists()  # no VM-MCTS stage in any arm
-        assert not list(run_dir.glob("eval_after_*.jsonl"))
+        assert [path.name for path in run_dir.glob("eval_after_*.jsonl")] == (["eval_after_memory.jsonl"]
+                                                                               if row["arm"] == "memory" else [])
     guided = next(Path(row["run_dir"]) for row in record["rows"] if row["arm"] == "demonstrations")
     step = json.loads((guided / "metrics.jsonl").read_text().splitlines()[0])
     assert step["hint/fraction"] == 0.5  # the guided arm's curriculum, at its first step's share
-    assert done.stdout.strip().splitlines()[-1].startswith("demonstrations_vs_grpo: gain_points=")
+    memory = next(Path(row["run_dir"]) for row in record["rows"] if row["arm"] == "memory")
+    grpo = next(Path(row["run_dir"]) for row in record["rows"] if row["arm"] == "grpo")
+    # it only banks (fraction 0), so it trains as grpo does: the same weights-only answers
+    assert (memory / "eval_after.jsonl").read_text() == (grpo / "eval_after.jsonl").read_text()
+    assert done.stdout.strip().splitlines()[-1].startswith("memory_vs_its_weights: gain_points=")
