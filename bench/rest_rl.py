@@ -66,6 +66,8 @@ ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0"
         Arm("rest", (), RECIPE))
 REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fraction=0", "filter.min_reward_std=0",
                             "filter.dynamic_sampling=false", NO_VALUE), RECIPE)
+# the later override wins: code tasks are guided by their reference function, not by DEMONSTRATIONS' column=answer
+# (the bare body); kept as one more override so the runs' commands, and with them --reuse, stay as they ran
 GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *DEMONSTRATIONS, "curriculum.hints.column=solution",
                                  "curriculum.hints.max_reward=0.9"), RECIPE)
 MEMORY = Arm("memory", (*ARMS[0].overrides, "curriculum.memory.at_eval=true"), RECIPE)

@@ -43,11 +43,9 @@ def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path
         assert row["steps"] == 1 and not (run_dir / "value_model").exists()  # no VM-MCTS stage in any arm
         assert [path.name for path in run_dir.glob("eval_after_*.jsonl")] == (["eval_after_memory.jsonl"]
                                                                                if row["arm"] == "memory" else [])
-    guided = next(Path(row["run_dir"]) for row in record["rows"] if row["arm"] == "demonstrations")
-    step = json.loads((guided / "metrics.jsonl").read_text().splitlines()[0])
+    run_dirs = {row["arm"]: Path(row["run_dir"]) for row in record["rows"]}  # one seed: one run an arm
+    step = json.loads((run_dirs["demonstrations"] / "metrics.jsonl").read_text().splitlines()[0])
     assert step["hint/fraction"] == 0.5  # the guided arm's curriculum, at its first step's share
-    memory = next(Path(row["run_dir"]) for row in record["rows"] if row["arm"] == "memory")
-    grpo = next(Path(row["run_dir"]) for row in record["rows"] if row["arm"] == "grpo")
     # it only banks (fraction 0), so it trains as grpo does: the same weights-only answers
-    assert (memory / "eval_after.jsonl").read_text() == (grpo / "eval_after.jsonl").read_text()
+    assert (run_dirs["memory"] / "eval_after.jsonl").read_text() == (run_dirs["grpo"] / "eval_after.jsonl").read_text()
     assert done.stdout.strip().splitlines()[-1].startswith("memory_vs_its_weights: gain_points=")

@@ -224,8 +224,9 @@ def best_response(tree: SearchTree, policy: PolicyBackend, max_new_tokens: int, 
     while tree.nodes[index].children:
         index = max(tree.nodes[index].children, key=lambda i: (tree.nodes[i].visits, tree.nodes[i].q))
     prefix = tree.nodes[index].token_ids
-    cap = max_new_tokens - len(prefix) if token_budget is None else min(max_new_tokens - len(prefix),
-                                                                        token_budget - tree.tokens_spent)
+    cap = max_new_tokens - len(prefix)
+    if token_budget is not None:
+        cap = min(cap, token_budget - tree.tokens_spent)
     if cap <= 0:
         return policy.decode(prefix)
     (completion,), = policy.generate([tree.prompt_ids + prefix], 1, cap, 1.0, greedy=True)
