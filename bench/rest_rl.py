@@ -15,10 +15,11 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
         reward at most 0.9, ReST-GRPO's bar for solved) comes back with its reference function (the ``solution``
         column) as one of its 8 samples, half of each step's problems at first, a share that shrinks by a tenth
         every step; the GFCR strategy against the same run without it (demonstrations_vs_grpo);
-- memory (``--memory``): the grpo arm keeping a memory (``curriculum.memory.at_eval``, ``fraction`` 0: it only banks,
-        so it trains exactly as grpo): problems it solved with its own answers, the 2 nearest of which are written
-        before each held-out problem; skill/memory replay as a deployed agent's, scored on those answers against
-        the grpo arm (memory_vs_grpo) and against its own weights-only answers (memory_vs_its_weights).
+- memory (``--memory``): the grpo arm keeps a memory (``curriculum.memory.at_eval``, ``fraction`` 0: it only banks,
+        so it trains exactly as without): problems it solved with its own answers. Its held-out set is answered
+        twice on the same weights: alone (eval_after, the grpo numbers) and with the 2 nearest remembered problems
+        written before each (eval_after_memory); skill/memory replay as a deployed agent's, paired on one policy
+        (memory_vs_grpo), at no extra training run.
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same generation budget
 per step for both (``control.max_tokens_per_step`` = tasks_per_step x group_size x max_new_tokens, so the
 refills of dynamic sampling stay within what GRPO may spend); ``--max-minutes`` a safety net flagged if it
@@ -33,7 +34,7 @@ problems for all.
     python bench/rest_rl.py --training-only --demonstrations --memory --steps 20 --heldout 200 --parallel
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, demonstrations_vs_grpo with --demonstrations,
-memory_vs_grpo and memory_vs_its_weights with --memory,
+memory_vs_grpo with --memory,
 best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
 prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
@@ -60,7 +61,7 @@ from autotelic.value_model import ValueModel
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
 NO_VALUE = "value.enabled=false"
-REMEMBERED = "eval_after_memory"  # the memory arm's held-out answers with its memory's examples in the prompt
+REMEMBERED = "eval_after_memory"  # the grpo arm's held-out answers with its memory's examples in the prompt
 ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
                      NO_VALUE), RECIPE),
         Arm("rest", (), RECIPE))
@@ -70,7 +71,7 @@ REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fr
 # (the bare body); kept as one more override so the runs' commands, and with them --reuse, stay as they ran
 GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *DEMONSTRATIONS, "curriculum.hints.column=solution",
                                  "curriculum.hints.max_reward=0.9"), RECIPE)
-MEMORY = Arm("memory", (*ARMS[0].overrides, "curriculum.memory.at_eval=true"), RECIPE)
+REMEMBERS = "curriculum.memory.at_eval=true"
 
 
 def with_token_cap(arm: Arm, budget: Budget) -> Arm:
@@ -101,7 +102,7 @@ def main() -> None:
     parser.add_argument("--rest-dpo", action="store_true", help="also the ReST-DPO baseline arm")
     parser.add_argument("--demonstrations", action="store_true",
                         help="also the grpo arm with guided rollouts by demonstration")
-    parser.add_argument("--memory", action="store_true", help="also the grpo arm evaluated with its memory")
+    parser.add_argument("--memory", action="store_true", help="also evaluate the grpo arm with its memory")
     # the value model's score of every step of every candidate, in this process once all runs end
     parser.add_argument("--prm", action="store_true", help="also best-of-n picked by the value model read as a PRM")
     parser.add_argument("--training-only", action="store_true",
@@ -113,9 +114,9 @@ def main() -> None:
                      "out; drop one of them")
     budget = budget_from(args)
     rest = Arm("rest", (NO_VALUE,), RECIPE) if args.training_only else ARMS[1]
-    arms = [with_token_cap(arm, budget) for arm in (ARMS[0], *([GUIDED] if args.demonstrations else []), rest,
-                                                     *([REST_DPO] if args.rest_dpo else []),
-                                                     *([MEMORY] if args.memory else []))]
+    grpo = Arm("grpo", (*ARMS[0].overrides, REMEMBERS), RECIPE) if args.memory else ARMS[0]
+    arms = [with_token_cap(arm, budget) for arm in (grpo, *([GUIDED] if args.demonstrations else []), rest,
+                                                     *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
     training = [compare("rest_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest"])),
@@ -123,8 +124,7 @@ def main() -> None:
                   if args.rest_dpo else []),
                 *([compare("demonstrations_vs_grpo", Measure(trained["grpo"]), Measure(trained["demonstrations"]))]
                   if args.demonstrations else []),
-                *([compare("memory_vs_grpo", Measure(trained["grpo"]), Measure(trained["memory"], REMEMBERED)),
-                   compare("memory_vs_its_weights", Measure(trained["memory"]), Measure(trained["memory"], REMEMBERED))]
+                *([compare("memory_vs_grpo", Measure(trained["grpo"]), Measure(trained["grpo"], REMEMBERED))]
                   if args.memory else [])]
     if args.training_only:
         report("rest_rl", runs, training, budget, args.results_dir, {}, {"training_only": True})
