@@ -22,6 +22,13 @@ def _flatten(groups):
     return [c for group in groups for c in group]
 
 
+def equal_to_rounding(grads: list[torch.Tensor], others: list[torch.Tensor]) -> bool:
+    """Each gradient equal to the other's within float rounding of sums taken in another order or over batches padded
+    to other lengths: up to 1.3e-4 of a layer norm's largest gradient on AVX2-only CPUs, where a wrong gradient (a
+    micro-batch normalised by its own tokens, a token dropped) is off by a share of ~1."""
+    return all(float((a - b).abs().max()) <= 1e-3 * float(a.abs().max()) for a, b in zip(grads, others, strict=True))
+
+
 def test_prefix_shared_logprobs_match_generation_and_a_plain_forward(policy):
     prompts = [policy.encode_prompt(q) for q in QUESTIONS]
     completions = _flatten(policy.generate(prompts, 3, 12, temperature=1.0))
@@ -56,9 +63,8 @@ def test_chunked_logprobs_equal_the_whole_batchs_values_and_gradients():
     assert int(mask.sum()) > 7 * 3  # several chunks ran
     (whole, whole_grads), (chunked, chunked_grads) = results
     assert torch.allclose(whole, chunked, atol=1e-5)
-    # the same sums in another order (the tied head's gradient gathers chunk by chunk): equal to float rounding,
-    # which reaches 1.3e-4 of a layer norm's largest gradient on AVX2-only CPUs (a wrong gradient is off by ~1)
-    assert all(float((a - b).abs().max()) <= 1e-3 * float(a.abs().max()) for a, b in zip(whole_grads, chunked_grads))
+    # the same sums in another order (the tied head's gradient gathers chunk by chunk)
+    assert equal_to_rounding(whole_grads, chunked_grads)
     assert any(float(g.abs().sum()) > 0 for g in chunked_grads)
 
 
@@ -129,7 +135,8 @@ def test_gradient_accumulation_equals_one_big_batch(policy):
         return grads
 
     whole, split = gradient([(0, 2)]), gradient([(0, 1), (1, 2)])
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(whole, split))
+    # the two micro-batches pad to their own lengths: other matrix shapes, sums in another order
+    assert equal_to_rounding(whole, split)
 
 
 def test_an_update_changes_only_the_adapters_and_export_loads_in_transformers(policy, tmp_path):
