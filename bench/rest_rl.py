@@ -11,7 +11,7 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
 - rest_dpo (``--rest-dpo``): the ReST-DPO baseline: the same sampling, each group's best and worst answers by
         the unit tests as a DPO pair (``algorithm.name=online_dpo``), no partial-solution prompts;
 - demonstrations (``--demonstrations``): the grpo arm with guided rollouts by demonstration (bench/strategies.py's
-        ``DEMONSTRATIONS``, LUFFY's off-policy guidance): a problem none of whose answers passes its tests (best
+        ``demonstrations``, LUFFY's off-policy guidance): a problem none of whose answers passes its tests (best
         reward at most 0.9, ReST-GRPO's bar for solved) comes back with its reference function (the ``solution``
         column) as one of its 8 samples, half of each step's problems at first, a share that shrinks by a tenth
         every step; the GFCR strategy against the same run without it (demonstrations_vs_grpo);
@@ -53,7 +53,7 @@ from pathlib import Path
 
 from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare, heldout_of,
                   report, run_arms, runs_dir_from, runs_of)
-from strategies import DEMONSTRATIONS
+from strategies import demonstrations
 
 from autotelic.evaluation import reselect
 from autotelic.run_log import write_jsonl
@@ -67,10 +67,9 @@ ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0"
         Arm("rest", (), RECIPE))
 REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fraction=0", "filter.min_reward_std=0",
                             "filter.dynamic_sampling=false", NO_VALUE), RECIPE)
-# the later override wins: code tasks are guided by their reference function, not by DEMONSTRATIONS' column=answer
-# (the bare body); kept as one more override so the runs' commands, and with them --reuse, stay as they ran
-GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *DEMONSTRATIONS, "curriculum.hints.column=solution",
-                                 "curriculum.hints.max_reward=0.9"), RECIPE)
+# code tasks are guided by their reference function in a ```python block, as their instruction asks a reply to be
+GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *demonstrations("solution"), "curriculum.hints.max_reward=0.9"),
+             RECIPE)
 REMEMBERS = "curriculum.memory.at_eval=true"
 
 

@@ -40,8 +40,15 @@ from runs import (Arm, Measure, add_budget_arguments, arm_config, budget_from, c
 # 4 roots, 2 of them branched once, those 2 branches branched once again: 8 samples a task at most, as the
 # baseline's generate.group_size (tree branches come on top of max_samples_per_step, so the shape keeps them equal)
 TREE = ("generate.mode=tree", "generate.group_size=4", "tree.branches=2", "tree.branch_samples=1", "tree.depth=2")
-DEMONSTRATIONS = ("curriculum.hints.fraction=0.5", "curriculum.hints.mode=demonstration",
-                  "curriculum.hints.column=answer")
+
+
+def demonstrations(column: str) -> tuple[str, ...]:
+    """Guided rollouts by demonstration from the tasks' ``column`` (the arithmetic answer, a code task's reference
+    function), half of a step's failed tasks at first."""
+    return "curriculum.hints.fraction=0.5", "curriculum.hints.mode=demonstration", f"curriculum.hints.column={column}"
+
+
+DEMONSTRATIONS = demonstrations("answer")
 STRATEGIES: dict[str, tuple[str, ...]] = {
     "memory": ("curriculum.memory.fraction=0.5",),
     "stop_repeats": ("control.stop_repeats=4",),
