@@ -10,7 +10,10 @@ Arms run one after the other with every core each (the order alternating over se
 ``--parallel`` side by side, each pinned to one core with one torch thread; the artifact says which.
 A bench longer than a session can be finished in pieces: every run leaves ``<run_dir>.json`` (its command and the
 code it ran, ``artifacts.code_trees``), and ``--reuse`` keeps a finished run of the same command on the same code
-instead of running it again (its row says ``reused``).
+instead of running it again (its row says ``reused``). Where the runs dir does not outlive the session (a fresh
+machine each time), ``python bench/runs.py pack RUNS_DIR ARCHIVE`` keeps the finished runs' records (no weights,
+some 12 KB a run) as one archive to commit under bench/results/runs/, and ``unpack ARCHIVE RUNS_DIR`` puts them back
+next time: into the same RUNS_DIR (each run's command names it), run from a checkout of the same src/ and recipes/.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -292,11 +296,48 @@ def comparison_line(comparison: stats.Comparison) -> str:
             f"seeds={comparison['seeds']} heldout_n={comparison['heldout_n']}")
 
 
+WEIGHTS = ("model", "checkpoints")  # a run's exported model and checkpoints: 2 GB a run for the embedded model
+
+
 def drop_weights(run_dir: Path) -> None:
-    """The run's exported model and checkpoints: what its records were read from, 2 GB a run for the embedded
-    model, which filled the disk after a few benches; its logs, metrics and per-task records stay."""
-    for heavy in ("model", "checkpoints"):
+    """What the run's records were read from, which filled the disk after a few benches; its logs, metrics and
+    per-task records stay."""
+    for heavy in WEIGHTS:
         shutil.rmtree(run_dir / heavy, ignore_errors=True)
+
+
+def pack(runs_dir: Path, archive: Path) -> list[str]:
+    """The finished runs of ``runs_dir`` (those with a provenance ``<run>.json``), with their logs and without their
+    weights, as one xz tarball named from ``runs_dir``; returns their names. Unfinished runs stay out: ``--reuse``
+    would run them again anyway."""
+    finished = sorted(record.stem for record in runs_dir.glob("*.json") if (runs_dir / record.stem).is_dir())
+    if not finished:
+        sys.exit(f"{runs_dir}: no finished run (a <run>.json beside its directory) to pack; is this a bench's --runs-dir?")
+
+    def records_only(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        parts = Path(member.name).parts
+        return None if len(parts) > 1 and parts[1] in WEIGHTS else member
+
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "w:xz") as tar:
+        for name in finished:
+            for path in (runs_dir / name, runs_dir / f"{name}.json", runs_dir / f"{name}.log"):
+                if path.exists():
+                    tar.add(path, arcname=path.relative_to(runs_dir), filter=records_only)
+    return finished
+
+
+def unpack(archive: Path, runs_dir: Path) -> list[str]:
+    """``pack``'s runs back into ``runs_dir``, refused (before anything is written) where a run already is; returns
+    their names."""
+    with tarfile.open(archive, "r:xz") as tar:
+        names = sorted({Path(member.name).parts[0] for member in tar.getmembers() if member.isdir()})
+        taken = [name for name in names if (runs_dir / name).exists() or (runs_dir / f"{name}.json").exists()]
+        if taken:
+            sys.exit(f"{runs_dir}: already holds {', '.join(taken)}; unpack {archive} into an empty runs dir")
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        tar.extractall(runs_dir, filter="data")  # a member that would land outside runs_dir is refused
+    return names
 
 
 def execution(budget: Budget) -> str:
@@ -332,3 +373,25 @@ def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], 
     for comparison in comparisons:
         print(comparison_line(comparison))
     return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="a bench's finished runs as one archive to commit, and back")
+    commands = parser.add_subparsers(dest="command", required=True)
+    packing = commands.add_parser("pack", help="RUNS_DIR's finished runs, without weights, into ARCHIVE (.tar.xz)")
+    packing.add_argument("runs_dir", type=Path)
+    packing.add_argument("archive", type=Path)
+    unpacking = commands.add_parser("unpack", help="ARCHIVE's runs into RUNS_DIR (the one they ran in, for --reuse)")
+    unpacking.add_argument("archive", type=Path)
+    unpacking.add_argument("runs_dir", type=Path)
+    args = parser.parse_args()
+    if args.command == "pack":
+        names = pack(args.runs_dir, args.archive)
+        print(f"{args.archive}: {len(names)} finished runs ({', '.join(names)}), {args.archive.stat().st_size} bytes")
+    else:
+        names = unpack(args.archive, args.runs_dir)
+        print(f"{args.runs_dir}: {len(names)} runs back ({', '.join(names)}); run the bench with --reuse")
+
+
+if __name__ == "__main__":
+    main()

@@ -132,3 +132,36 @@ def test_a_failed_run_lets_the_running_ones_finish_and_keep_their_provenance(mon
         runs.run_commands(jobs, parallel=True, at_once=2)
     assert (tmp_path / "probe-s1.json").is_file()  # the run beside it was not stopped: its work is kept
     assert not (tmp_path / "probe-s0.json").exists() and not (tmp_path / "probe-s2.log").exists()  # none started after
+
+
+def test_finished_runs_pack_without_weights_and_unpack_where_reuse_keeps_them(monkeypatch, tmp_path):
+    """A bench finished over sessions on machines that keep nothing: the finished runs' records go into one archive
+    (weights and unfinished runs left out) and come back into the same runs dir, where --reuse's check holds."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import runs
+
+    runs_dir = tmp_path / "runs"
+    finished = runs_dir / "grpo-s0"
+    command = [sys.executable, "-m", "autotelic.cli", "run", "train.seed=0", f"logging.runs_dir={runs_dir}"]
+    for relative, text in {"config.yaml": "train: {}", "eval_after.jsonl": '{"correct": 1}\n',
+                           "model/model.safetensors": "weights", "checkpoints/step-1/state.pt": "state"}.items():
+        (finished / relative).parent.mkdir(parents=True, exist_ok=True)
+        (finished / relative).write_text(text)
+    finished.with_suffix(".log").write_text("step 1\n")
+    finished.with_suffix(".json").write_text(json.dumps(runs.provenance(command)))
+    (runs_dir / "rest-s0").mkdir()  # started, never finished: no provenance
+    (runs_dir / "rest-s0" / "config.yaml").write_text("train: {}")
+
+    archive = tmp_path / "results" / "runs" / "bench.tar.xz"
+    assert runs.pack(runs_dir, archive) == ["grpo-s0"]
+    runs_dir.rename(tmp_path / "the-session-before")  # gone with its machine
+    assert runs.unpack(archive, runs_dir) == ["grpo-s0"]
+    assert sorted(str(p.relative_to(runs_dir)) for p in runs_dir.rglob("*") if p.is_file()) == [
+        "grpo-s0.json", "grpo-s0.log", "grpo-s0/config.yaml", "grpo-s0/eval_after.jsonl"]
+    assert (finished / "eval_after.jsonl").read_text() == '{"correct": 1}\n'
+    # the same command on the same code counts as finished (uncommitted src/ or recipes/: nothing ever does)
+    assert runs.finished_earlier(finished, command) == (runs.artifacts.code_trees() is not None)
+    with pytest.raises(SystemExit, match="already holds grpo-s0"):  # nothing is written over a run
+        runs.unpack(archive, runs_dir)
+    with pytest.raises(SystemExit, match="no finished run"):
+        runs.pack(tmp_path / "results", tmp_path / "empty.tar.xz")
