@@ -11,10 +11,10 @@ Arms run one after the other with every core each (the order alternating over se
 A bench longer than a session can be finished in pieces: every run leaves ``<run_dir>.json`` (its command and the
 code it ran, ``artifacts.code_trees``), and ``--reuse`` keeps a finished run of the same command on the same code
 instead of running it again (its row says ``reused``). Where the runs dir does not outlive the session (a fresh
-machine each time), ``python bench/runs.py pack RUNS_DIR ARCHIVE`` keeps the finished runs' records (no weights or
-training samples, some 12 KB a run) as one archive to commit under bench/results/runs/, and ``unpack ARCHIVE
-RUNS_DIR`` puts them back next time: into the same RUNS_DIR (each run's command names it), run from a checkout of
-the same src/ and recipes/.
+machine each time), ``python bench/runs.py pack RUNS_DIR ARCHIVE`` keeps the finished runs' records (no weights,
+training samples or plots, about 10 KB a run) as one archive to commit under bench/results/archives/, and
+``unpack ARCHIVE RUNS_DIR`` puts them back next time: into the same RUNS_DIR (each run's command names it), run
+from a checkout of the same src/ and recipes/.
 """
 
 from __future__ import annotations
@@ -298,7 +298,9 @@ def comparison_line(comparison: stats.Comparison) -> str:
 
 
 WEIGHTS = ("model", "checkpoints")  # a run's exported model and checkpoints: 2 GB a run for the embedded model
-SAMPLES = "rollouts.jsonl"  # every training sample's text: a run's largest record (0.6 MB), which no bench reads
+# what no bench reads and the archive would mostly be: every training sample's text (0.6 MB a run) and the plots of
+# the metrics (report.html, 0.2 MB of PNGs)
+BULK = ("rollouts.jsonl", "report.html")
 
 
 def drop_weights(run_dir: Path) -> None:
@@ -310,15 +312,16 @@ def drop_weights(run_dir: Path) -> None:
 
 def pack(runs_dir: Path, archive: Path) -> list[str]:
     """The finished runs of ``runs_dir`` (those with a provenance ``<run>.json``), with their logs, without their
-    weights and training samples, as one xz tarball; returns their names. Unfinished runs stay out: ``--reuse``
+    weights, training samples and plots, as one xz tarball; returns their names. Unfinished runs stay out: ``--reuse``
     would run them again anyway."""
     finished = sorted(record.stem for record in runs_dir.glob("*.json") if (runs_dir / record.stem).is_dir())
     if not finished:
-        sys.exit(f"{runs_dir}: no finished run (a <run>.json beside its directory) to pack; is this a bench's --runs-dir?")
+        sys.exit(f"{runs_dir}: no finished run (a <run>.json beside its directory) to pack; "
+                 "is this a bench's --runs-dir?")
 
     def records_only(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
         parts = Path(member.name).parts
-        return None if len(parts) > 1 and parts[1] in (*WEIGHTS, SAMPLES) else member
+        return None if len(parts) > 1 and parts[1] in (*WEIGHTS, *BULK) else member
 
     archive.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(archive, "w:xz") as tar:

@@ -136,7 +136,8 @@ def test_a_failed_run_lets_the_running_ones_finish_and_keep_their_provenance(mon
 
 def test_finished_runs_pack_without_weights_and_unpack_where_reuse_keeps_them(monkeypatch, tmp_path):
     """A bench finished over sessions on machines that keep nothing: the finished runs' records go into one archive
-    (weights, training samples and unfinished runs left out) and come back into the same runs dir, where --reuse's check holds."""
+    (weights, samples, plots and unfinished runs left out) and come back into the same runs dir, where --reuse's
+    check holds."""
     monkeypatch.syspath_prepend(str(BENCH))
     import runs
 
@@ -144,7 +145,8 @@ def test_finished_runs_pack_without_weights_and_unpack_where_reuse_keeps_them(mo
     finished = runs_dir / "grpo-s0"
     command = [sys.executable, "-m", "autotelic.cli", "run", "train.seed=0", f"logging.runs_dir={runs_dir}"]
     for relative, text in {"config.yaml": "train: {}", "eval_after.jsonl": '{"correct": 1}\n',
-                           "model/model.safetensors": "weights", "rollouts.jsonl": '{"text": "a sample"}\n', "checkpoints/step-1/state.pt": "state"}.items():
+                           "model/model.safetensors": "weights", "rollouts.jsonl": '{"text": "a sample"}\n',
+                           "report.html": "<img>", "checkpoints/step-1/state.pt": "state"}.items():
         (finished / relative).parent.mkdir(parents=True, exist_ok=True)
         (finished / relative).write_text(text)
     finished.with_suffix(".log").write_text("step 1\n")
@@ -152,7 +154,7 @@ def test_finished_runs_pack_without_weights_and_unpack_where_reuse_keeps_them(mo
     (runs_dir / "rest-s0").mkdir()  # started, never finished: no provenance
     (runs_dir / "rest-s0" / "config.yaml").write_text("train: {}")
 
-    archive = tmp_path / "results" / "runs" / "bench.tar.xz"
+    archive = tmp_path / "results" / "archives" / "bench.tar.xz"
     assert runs.pack(runs_dir, archive) == ["grpo-s0"]
     runs_dir.rename(tmp_path / "the-session-before")  # gone with its machine
     assert runs.unpack(archive, runs_dir) == ["grpo-s0"]
