@@ -304,8 +304,8 @@ BULK = ("rollouts.jsonl", "report.html")
 
 
 def drop_weights(run_dir: Path) -> None:
-    """What the run's records were read from, which filled the disk after a few benches; its logs, metrics and
-    per-task records stay."""
+    """The run's exported model and checkpoints (``WEIGHTS``): what its records were read from, which filled the
+    disk after a few benches; its logs, metrics and per-task records stay."""
     for heavy in WEIGHTS:
         shutil.rmtree(run_dir / heavy, ignore_errors=True)
 
