@@ -26,6 +26,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -244,11 +245,26 @@ def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: 
         if process.returncode == 0:
             job.run_dir.with_suffix(".json").write_text(json.dumps(started_as))
             continue
-        failed.append(f"{job.arm.name} seed {job.seed} failed: see {job.run_dir.with_suffix('.log')}")
+        log = job.run_dir.with_suffix(".log")
+        with log.open("a") as tail:  # a killed run writes nothing of its own end: its log says it
+            tail.write(f"\n{how_it_ended(process.returncode)}\n")
+        failed.append(f"{job.arm.name} seed {job.seed} failed ({how_it_ended(process.returncode)}): see {log}")
         print(failed[-1] + (f"; the {len(running)} running finish first" if running else ""), flush=True)
         waiting.clear()
     if failed:
         sys.exit("; ".join(failed))
+
+
+def how_it_ended(returncode: int) -> str:
+    """A failed run's exit in words; a SIGKILL nobody sent by hand is most often the kernel's out-of-memory killer,
+    which leaves no trace in the run's own output."""
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    name = signal.Signals(-returncode).name
+    if name == "SIGKILL":
+        return ("killed by SIGKILL, most likely out of memory (`dmesg | grep -i oom` says); run fewer at once "
+                "or lower algorithm.micro_batch_tokens")
+    return f"killed by {name}"
 
 
 def _wait_any(running: dict[int, tuple[ArmRun, dict[str, Any], subprocess.Popen]]) -> int:

@@ -125,11 +125,13 @@ def test_a_failed_run_lets_the_running_ones_finish_and_keep_their_provenance(mon
     fails = runs.ArmRun(runs.Arm("probe"), 0, tmp_path / "probe-s0", 0)
     finishes = runs.ArmRun(runs.Arm("probe"), 1, tmp_path / "probe-s1", 0)
     never = runs.ArmRun(runs.Arm("probe"), 2, tmp_path / "probe-s2", 0)
-    jobs = [(fails, [sys.executable, "-c", "raise SystemExit(3)"]),
+    jobs = [(fails, [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]),
             (finishes, [sys.executable, "-c", "import time; time.sleep(2)"]),
             (never, [sys.executable, "-c", "pass"])]
-    with pytest.raises(SystemExit, match="probe seed 0 failed"):
+    with pytest.raises(SystemExit, match=r"probe seed 0 failed \(killed by SIGKILL, most likely out of memory"):
         runs.run_commands(jobs, parallel=True, at_once=2)
+    assert "killed by SIGKILL" in (tmp_path / "probe-s0.log").read_text()  # a killed run's log says how it ended
+    assert runs.how_it_ended(3) == "exit status 3"
     assert (tmp_path / "probe-s1.json").is_file()  # the run beside it was not stopped: its work is kept
     assert not (tmp_path / "probe-s0.json").exists() and not (tmp_path / "probe-s2.log").exists()  # none started after
 
