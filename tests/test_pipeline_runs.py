@@ -56,6 +56,8 @@ def _run(tmp_path: Path, name: str, options: list[str], steps: int = 2, recipe: 
         if "offline_dpo" not in options[0]:
             assert {"time/generate", "time/filter", "time/control", "time/replay", "time/update",
                     "generate/samples", "control/completion_tokens", "filter/kept_groups"} <= set(row)
+    peaks = [row["perf/peak_rss_mib"] for row in step_rows]  # a peak so far: it never falls, and holds the model
+    assert peaks == sorted(peaks) and peaks[0] > 300
     return summary, step_rows, rollouts
 
 

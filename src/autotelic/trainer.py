@@ -30,7 +30,7 @@ from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rollout.asynchronous import RolloutSchedule
 from autotelic.run_evaluation import RunEvaluation
-from autotelic.run_log import group_metrics, worker_metrics, worker_pools, write_step_logs
+from autotelic.run_log import group_metrics, memory_metrics, worker_metrics, worker_pools, write_step_logs
 from autotelic.run_state import RunCheckpoints, TrainState, load_payload, new_run_dir, run_config_path
 from autotelic.types import Group
 from autotelic.update import RoleBaselines, dataset_pairs, dpo_update, load_pairs, train_on_groups
@@ -121,6 +121,7 @@ class Trainer:
         seconds = finished - started
         metrics.update({"time/rollout": generated - started, "time/update": finished - generated, "time/step": seconds,
                         "perf/tokens_per_second": tokens / max(1e-9, seconds), **group_metrics(groups),
+                        **memory_metrics(self.config.model.device),
                         **worker_metrics(self.pipeline.generator, self.pipeline.scorer, self.config.dist.env_workers)})
         self.guardrails.observe(self.state.step + 1, groups, metrics)
         self.state.completion_tokens += tokens
