@@ -159,7 +159,8 @@ class Trainer:
         seconds = time.perf_counter() - started
         self.state.train_seconds += seconds
         return {**metrics, "time/step": seconds, "time/update": seconds,
-                "reward/mean": metrics.get("train/reward_accuracy", 0.0), "perf/tokens_per_second": 0.0}
+                "reward/mean": metrics.get("train/reward_accuracy", 0.0), "perf/tokens_per_second": 0.0,
+                **memory_metrics(self.config.model.device)}
 
     def run(self) -> dict[str, Any]:
         config, state = self.config, self.state
