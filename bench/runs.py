@@ -262,8 +262,8 @@ def how_it_ended(returncode: int) -> str:
         return f"exit status {returncode}"
     name = signal.Signals(-returncode).name
     if name == "SIGKILL":
-        return ("killed by SIGKILL, most likely out of memory (`dmesg | grep -i oom` says); run fewer at once "
-                "or lower algorithm.micro_batch_tokens")
+        return ("killed by SIGKILL, most likely out of memory (`dmesg | grep -i oom` says); run fewer at once, "
+                "or set model.gradient_checkpointing=true or a lower algorithm.micro_batch_tokens")
     return f"killed by {name}"
 
 
