@@ -121,7 +121,6 @@ class Trainer:
         seconds = finished - started
         metrics.update({"time/rollout": generated - started, "time/update": finished - generated, "time/step": seconds,
                         "perf/tokens_per_second": tokens / max(1e-9, seconds), **group_metrics(groups),
-                        **memory_metrics(self.config.model.device),
                         **worker_metrics(self.pipeline.generator, self.pipeline.scorer, self.config.dist.env_workers)})
         self.guardrails.observe(self.state.step + 1, groups, metrics)
         self.state.completion_tokens += tokens
@@ -159,8 +158,7 @@ class Trainer:
         seconds = time.perf_counter() - started
         self.state.train_seconds += seconds
         return {**metrics, "time/step": seconds, "time/update": seconds,
-                "reward/mean": metrics.get("train/reward_accuracy", 0.0), "perf/tokens_per_second": 0.0,
-                **memory_metrics(self.config.model.device)}
+                "reward/mean": metrics.get("train/reward_accuracy", 0.0), "perf/tokens_per_second": 0.0}
 
     def run(self) -> dict[str, Any]:
         config, state = self.config, self.state
@@ -194,7 +192,7 @@ class Trainer:
                         accuracy = self.evaluation.accuracy(f"step{state.step}", self.policy).accuracy
                         metrics["eval/accuracy"] = accuracy
                         state.evals.append({"step": state.step, "accuracy": accuracy})
-                    sink.log(state.step, metrics)
+                    sink.log(state.step, {**metrics, **memory_metrics(config.model.device)})
                     progress.update(state.step, metrics, self.guardrails.raised)
                     if state.step % config.train.checkpoint_every == 0 or state.step == config.train.steps:
                         state.wall_seconds += time.perf_counter() - run_started
