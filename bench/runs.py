@@ -245,10 +245,10 @@ def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: 
         if process.returncode == 0:
             job.run_dir.with_suffix(".json").write_text(json.dumps(started_as))
             continue
-        log = job.run_dir.with_suffix(".log")
+        log, ended = job.run_dir.with_suffix(".log"), how_it_ended(process.returncode)
         with log.open("a") as tail:  # a killed run writes nothing of its own end: its log says it
-            tail.write(f"\n{how_it_ended(process.returncode)}\n")
-        failed.append(f"{job.arm.name} seed {job.seed} failed ({how_it_ended(process.returncode)}): see {log}")
+            tail.write(f"\n{ended}\n")
+        failed.append(f"{job.arm.name} seed {job.seed} failed ({ended}): see {log}")
         print(failed[-1] + (f"; the {len(running)} running finish first" if running else ""), flush=True)
         waiting.clear()
     if failed:

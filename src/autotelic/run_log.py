@@ -55,7 +55,7 @@ def group_metrics(groups: list[Group]) -> dict[str, float]:
 
 def memory_metrics(device: str) -> dict[str, float]:
     """The process's peak resident memory so far, in MiB (what an out-of-memory killer judges; on a CPU it
-    includes activations), and on a CUDA device the allocator's peak since the last step, which is then reset."""
+    includes activations), and on a CUDA device the allocator's peak since the last call (the last step's row), which is then reset."""
     metrics = {"perf/peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # Linux: KiB
     if device.startswith("cuda"):
         metrics["perf/peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
