@@ -10,8 +10,8 @@ set decoded, sampling seeded by the seed too:
   value model read as a PRM, prm_best_of_n) and by the hidden tests (oracle: the headroom of a perfect picker);
 - vm_mcts: line-level tree search guided by the value model, progressive widening, the same token budget.
 The policy is ``--model`` (a run directory's exported model or any model directory; default the recipe's, the
-embedded SmolLM2-135M), the same for every seed. Seeds run side by side with ``--parallel``, one pinned core and
-one torch thread each (``--at-once 3``: three seeds sharing 2 cores, where memory allows: a VM-MCTS worker reached
+embedded SmolLM2-135M), the same for every seed. Seeds run side by side with ``--parallel``, an equal share of the cores (one
+at least) and one torch thread each (``--at-once 3``: three seeds sharing 2 cores, where memory allows: a VM-MCTS worker reached
 8 GiB, and three of them were killed for memory on a 23.5 GiB machine). ``--reuse`` keeps a seed finished earlier
 with the same command on the same src/, recipes/ and this file (bench/runs.py: a seed's steps are this file's
 ``decode_seed``). A seed alone on one core at the defaults, estimated from runs that shared their cores: value
@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 import artifacts  # bench/artifacts.py: the importing script's directory is on sys.path
-from runs import (Arm, ArmRun, Budget, Measure, compare, comparison_line, finished_earlier, heldout_overrides,
-                  run_commands, runs_dir_from, shares_cores)
+from runs import (Arm, ArmRun, Budget, Measure, compare, comparison_line, core_sets, finished_earlier,
+                  heldout_overrides, run_commands, runs_dir_from, shares_cores)
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.build import build_scorer
@@ -59,12 +59,13 @@ def seed_overrides(args: argparse.Namespace, seed: int) -> list[str]:
             *([f"model.path={args.model}"] if args.model else []), f"model.threads={1 if args.parallel else 'null'}"]
 
 
-def execution(args: argparse.Namespace) -> str:
+def execution(args: argparse.Namespace, runs: int) -> str:
     if not args.parallel:
         return "sequential, every core"
     if shares_cores(args.at_once):
         return f"parallel: {args.at_once} at once sharing the cores, 1 thread each"
-    return "parallel: one pinned core, 1 thread each"
+    share = len(core_sets(runs)[0])
+    return f"parallel: {'one pinned core' if share == 1 else f'{share} pinned cores'}, 1 thread each"
 
 
 def decode_seed(overrides: list[str], out: Path) -> None:
@@ -108,7 +109,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="value-model and sampling seeds (train.seed 0, 1, ...)")
     parser.add_argument("--heldout", type=int, default=200, help="held-out problems, at least")
     parser.add_argument("--model", default=None, help="the policy: a model directory (default: the recipe's)")
-    parser.add_argument("--parallel", action="store_true", help="seeds side by side, one pinned core each")
+    parser.add_argument("--parallel", action="store_true", help="seeds side by side, an equal share of the cores each")
     parser.add_argument("--at-once", type=int, default=None,
                         help="with --parallel, seeds run at once (default one a core, pinned; more share the cores)")
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep each seed's records here")
@@ -144,7 +145,7 @@ def main() -> None:
     path = artifacts.write("decoding", rows, comparisons, {
         "seeds": args.seeds, "heldout_wanted": args.heldout, "model": args.model or "the recipe's",
         "token_budget": load_config(RECIPE, seed_overrides(args, 0)).eval.token_budget, "overrides": args.overrides,
-        "execution": execution(args)},
+        "execution": execution(args, sum(not run.reused for run in runs))},
         directory=args.results_dir)
     print(f"artifact: {path}")
     for comparison in comparisons:

@@ -7,7 +7,8 @@ that stops on it ran fewer steps than the others, which its row records (``time_
 prints as a flag. Seeds: ``train.seed`` 0 .. --seeds-1, the held-out set the same for every arm and seed
 (``eval.seed`` is never changed; ``eval.per_level`` is set so the set has at least ``--heldout`` tasks).
 Arms run one after the other with every core each (the order alternating over seeds), or with
-``--parallel`` side by side, each pinned to one core with one torch thread; the artifact says which.
+``--parallel`` side by side, each pinned to an equal share of the cores (one where runs outnumber them) with one
+torch thread; the artifact says which.
 A bench longer than a session can be finished in pieces: every run leaves ``<run_dir>.json`` (its command and the
 code it ran, ``artifacts.code_trees``), and ``--reuse`` keeps a finished run of the same command on the same code
 instead of running it again (its row says ``reused``). Where the runs dir does not outlive the session (a fresh
@@ -112,7 +113,7 @@ def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minute
                         help="safety cap on each arm's training minutes; an arm it stops is flagged")
     parser.add_argument("--seeds", type=int, default=3, help="training seeds per arm (train.seed 0, 1, ...)")
     parser.add_argument("--heldout", type=int, default=heldout, help="held-out tasks, at least")
-    parser.add_argument("--parallel", action="store_true", help="arms side by side, one pinned core each")
+    parser.add_argument("--parallel", action="store_true", help="arms side by side, an equal share of the cores each")
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep the runs here (default: a temp dir)")
     parser.add_argument("--keep-weights", action="store_true",
                         help="keep each run's model/ and checkpoints/ (deleted once the artifact is written)")
@@ -177,9 +178,18 @@ def _arm_command(arm: Arm, seed: int, budget: Budget, run_dir: Path) -> list[str
                    1 if budget.parallel else None, arm.recipe)
 
 
-def _start(command: list[str], log: Path, core: int | None) -> subprocess.Popen:
-    pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
+def _start(command: list[str], log: Path, cores: frozenset[int] | None) -> subprocess.Popen:
+    pin = (lambda: os.sched_setaffinity(0, cores)) if cores is not None else None
     return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, preexec_fn=pin)
+
+
+def core_sets(runs: int) -> list[frozenset[int]]:
+    """The cores each of ``runs`` side-by-side runs is pinned to: an equal share, one core at least. Where cores
+    outnumber runs (a GPU machine's 16 cores, six runs) each gets several, which its sandboxed unit tests use: on
+    one core they took half of a code step there. Cores left over stay idle, so every run gets the same share."""
+    cores = sorted(os.sched_getaffinity(0))
+    share = max(1, len(cores) // max(1, runs))
+    return [frozenset(cores[start:start + share]) for start in range(0, len(cores) - share + 1, share)]
 
 
 def provenance(command: list[str]) -> dict[str, Any]:
@@ -223,16 +233,16 @@ def shares_cores(at_once: int | None) -> bool:
 
 
 def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: int | None = None) -> None:
-    """Each job's command, its log at ``<run_dir>.log``, one after another or one pinned core each; with ``at_once``
-    above the cores, that many at once unpinned, the system sharing the cores among them (only where accuracy, not
-    time, is compared). A job marked reused is skipped; one that finishes leaves ``<run_dir>.json``, its provenance.
+    """Each job's command, its log at ``<run_dir>.log``, one after another or side by side, each pinned to an equal
+    share of the cores (``core_sets``); with ``at_once`` above the cores, that many at once unpinned, the system
+    sharing the cores among them (only where accuracy, not time, is compared). A job marked reused is skipped; one that finishes leaves ``<run_dir>.json``, its provenance.
     When one fails no other starts, those running finish (``--reuse`` keeps them), and then the bench stops."""
     for job, _ in jobs:
         if job.reused:
             print(f"{job.arm.name} seed {job.seed}: reusing the finished run in {job.run_dir}", flush=True)
-    cores = sorted(os.sched_getaffinity(0)) if parallel else [None]
-    slots = dict(enumerate([None] * at_once if parallel and shares_cores(at_once) else cores))  # slot -> its core
     waiting = [(job, command) for job, command in jobs if not job.reused]
+    pins = [None] * at_once if parallel and shares_cores(at_once) else core_sets(len(waiting)) if parallel else [None]
+    slots = dict(enumerate(pins))  # slot -> the cores its runs are pinned to
     running: dict[int, tuple[ArmRun, dict[str, Any], subprocess.Popen]] = {}
     failed: list[str] = []
     while waiting or running:
@@ -361,9 +371,12 @@ def unpack(archive: Path, runs_dir: Path) -> list[str]:
     return names
 
 
-def execution(budget: Budget) -> str:
+def execution(budget: Budget, runs: int) -> str:
+    """How ``runs`` runs (those not reused) were placed on the cores."""
     if budget.parallel:
-        return f"parallel: arms side by side, each pinned to one of {len(os.sched_getaffinity(0))} cores, 1 thread"
+        share = len(core_sets(runs)[0])
+        return (f"parallel: arms side by side, each pinned to {'one' if share == 1 else share} of "
+                f"{len(os.sched_getaffinity(0))} cores, 1 torch thread")
     return f"sequential: one arm at a time with all {len(os.sched_getaffinity(0))} cores"
 
 
@@ -383,7 +396,7 @@ def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], 
              for row in rows if row["time_cap_bound"]]
     path = artifacts.write(bench, rows, comparisons, {
         "steps": budget.steps, "max_minutes": budget.max_minutes, "seeds": budget.seeds,
-        "heldout_wanted": budget.heldout, "overrides": list(budget.overrides), "execution": execution(budget),
+        "heldout_wanted": budget.heldout, "overrides": list(budget.overrides), "execution": execution(budget, sum(not run.reused for run in runs)),
         "time_cap_bound": bound, **(summary or {})}, directory=results_dir)
     print(f"artifact: {path}")
     if not budget.keep_weights:

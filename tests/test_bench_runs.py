@@ -114,8 +114,25 @@ def test_runs_above_the_cores_start_at_once_unpinned_and_each_leaves_its_provena
     assert max(times) - min(times) < 1.5  # all before the first one ended
     assert all(int(seen) == cores for _, seen in started)  # not pinned: the system shares the cores
     assert all((tmp_path / f"probe-s{seed}.json").is_file() for seed in range(cores + 1))
-    runs.run_commands(jobs[:1], parallel=True)  # one a core by default: pinned
-    assert (tmp_path / "started-0").read_text().split()[1] == "1"
+    runs.run_commands(jobs[:1], parallel=True)  # alone: pinned to every core (an equal share of one run's)
+    assert (tmp_path / "started-0").read_text().split()[1] == str(cores)
+    runs.run_commands(jobs, parallel=True)  # more runs than cores: one core each, the last waits for a core
+    assert all((tmp_path / f"started-{seed}").read_text().split()[1] == "1" for seed in range(cores + 1))
+
+
+def test_core_sets_give_each_run_an_equal_disjoint_share(monkeypatch):
+    """16 cores and six runs (a GPU machine's bench): two cores each, four idle; two cores and eight runs: one each."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import runs
+
+    monkeypatch.setattr(runs.os, "sched_getaffinity", lambda pid: set(range(16)))
+    six = runs.core_sets(6)
+    assert [len(cores) for cores in six] == [2] * 8 and len(frozenset().union(*six)) == 16
+    assert runs.core_sets(3) == [frozenset(range(i, i + 5)) for i in (0, 5, 10)]
+    monkeypatch.setattr(runs.os, "sched_getaffinity", lambda pid: {4, 7})
+    assert runs.core_sets(8) == [frozenset({4}), frozenset({7})]
+    assert runs.execution(runs.Budget(1, 1.0, 3, 10, parallel=True), 2).startswith("parallel: arms side by side, "
+                                                                                   "each pinned to one of 2 cores")
 
 
 def test_a_failed_run_lets_the_running_ones_finish_and_keep_their_provenance(monkeypatch, tmp_path):
