@@ -116,6 +116,8 @@ def test_a_killed_worker_is_replaced_and_the_run_completes(cluster, tmp_path):
     assert summary["steps"] == 3 and len(steps) == 3
     assert steps[0]["dist/worker_restarts"] == 0 and steps[-1]["dist/worker_restarts"] >= 1
     assert all(r["dist/reward_worker_restarts"] == 0 for r in steps)  # scored by the reward actor throughout
+    # each pool's own processes (torch and a model each), reported beside the driver's, the replaced actor's too
+    assert all(r["perf/worker_peak_rss_mib"] > 100 and r["perf/reward_worker_peak_rss_mib"] > 100 for r in steps)
     assert all(r["filter/kept_groups"] + sum(v for k, v in r.items() if k.startswith("filter/dropped_")) == 4
                for r in steps)  # every step got all of its groups, the dead worker's share included
 

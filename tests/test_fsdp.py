@@ -4,6 +4,7 @@ driver's does not depend on the weights, and at this size the ranks' work is mos
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, replace
 
@@ -230,6 +231,9 @@ def test_the_trainer_updates_through_the_ranks_and_resumes_from_their_checkpoint
     trainer = Trainer(config, new_run_dir(config))
     initial = {k: v.clone() for k, v in trainer.policy.trainable_state().items()}
     assert trainer.run()["steps"] == 1
+    step_row = next(json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+                    if "train/loss" in line)
+    assert step_row["perf/train_worker_peak_rss_mib"] > 100  # the largest rank's own process, beside the driver's
     trained = trainer.policy.trainable_state()
     assert trainer.policy.version == 2  # one step of two optimizer steps (updates_per_batch=2), on the ranks
     assert any(not torch.equal(v, initial[k]) for k, v in trained.items())

@@ -40,6 +40,14 @@ class Restartable(Protocol):
 
 
 @runtime_checkable
+class ReportsWorkerMemory(Protocol):
+    """Runs in worker processes of its own, whose largest peak resident memory (MiB) the metrics report beside the
+    driver's."""
+
+    def peak_rss_mib(self) -> float: ...
+
+
+@runtime_checkable
 class HoldsEnvWorkers(Protocol):
     """Rollout workers whose episodes' environments run on their own actors, replaced when they die."""
 

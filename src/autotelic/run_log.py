@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 import math
-import resource
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from autotelic.abilities import HoldsEnvWorkers, Pausing, Restartable
+from autotelic.abilities import HoldsEnvWorkers, Pausing, ReportsWorkerMemory, Restartable
 from autotelic.curricula import Curriculum
 from autotelic.curricula.evolve import EvolvingPromptPool
+from autotelic.dist.actors import peak_rss_mib
 from autotelic.rewards.web import web_metrics
 from autotelic.rollout.discussion import LOGGED_INFO as DISCUSSION_INFO
 from autotelic.rollout.discussion import discussion_metrics
@@ -56,7 +56,7 @@ def group_metrics(groups: list[Group]) -> dict[str, float]:
 def memory_metrics(device: str) -> dict[str, float]:
     """The process's peak resident memory so far, in MiB (what an out-of-memory killer judges; on a CPU it
     includes activations), and on a CUDA device the allocator's peak since the last call (the last step's row), which is then reset."""
-    metrics = {"perf/peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # Linux: KiB
+    metrics = {"perf/peak_rss_mib": peak_rss_mib()}
     if device.startswith("cuda"):
         metrics["perf/peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
         torch.cuda.reset_peak_memory_stats()
@@ -70,9 +70,12 @@ def worker_pools(generator: RolloutWorker, scorer: Any) -> dict[str, Any]:
 
 
 def worker_metrics(generator: RolloutWorker, scorer: Any, env_workers: bool) -> dict[str, float]:
-    """Actors replaced after dying so far, per pool, and partial rollouts still paused mid-generation."""
-    metrics = {f"dist/{name}": float(part.restarts) for name, part in worker_pools(generator, scorer).items()
-               if isinstance(part, Restartable)}
+    """Actors replaced after dying so far, and the largest peak memory of their processes, per pool the driver
+    holds; partial rollouts still paused mid-generation."""
+    pools = worker_pools(generator, scorer)
+    metrics = {f"dist/{name}": float(part.restarts) for name, part in pools.items() if isinstance(part, Restartable)}
+    metrics.update({f"perf/{name.removesuffix('restarts')}peak_rss_mib": part.peak_rss_mib()
+                    for name, part in pools.items() if isinstance(part, ReportsWorkerMemory)})
     if env_workers and isinstance(generator, HoldsEnvWorkers):  # environments held by the rollout workers
         metrics["dist/env_worker_restarts"] = float(generator.env_restarts())
     if isinstance(generator, Pausing):

@@ -13,7 +13,9 @@ run again on a fresh actor, which ``on_replace`` first brings up to date (e.g. l
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import resource
 import socket
 from collections.abc import Iterator
 from typing import Any, Callable
@@ -21,6 +23,15 @@ from typing import Any, Callable
 from autotelic.config import ConfigError, DistConfig
 
 log = logging.getLogger(__name__)
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far, in MiB (what an out-of-memory killer judges)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _actor_peak_rss_mib(_actor: Any) -> float:  # run inside an actor by ``__ray_call__``, whatever its class
+    return peak_rss_mib()
 
 
 class ClusterTooSmallError(ConfigError):
@@ -169,6 +180,18 @@ class ActorPool:
                 pending[getattr(self.actors[i], method).remote(*shares[i])] = i
         return results
 
+    def peak_rss_mib(self) -> float:
+        """The largest peak resident memory among the actors' processes, in MiB; one found dead is left out (it is
+        replaced when next sent work)."""
+        from ray.exceptions import RayActorError
+
+        calls = [actor.__ray_call__.remote(_actor_peak_rss_mib) for actor in self.actors]
+        peaks = []
+        for call in calls:
+            with contextlib.suppress(RayActorError):
+                peaks.append(self._ray.get(call))
+        return max(peaks, default=0.0)
+
     def shutdown(self) -> None:
         for actor in self.actors:
             self._ray.kill(actor)
@@ -186,6 +209,9 @@ class PoolFront:
     @property
     def restarts(self) -> int:
         return self.pool.restarts
+
+    def peak_rss_mib(self) -> float:
+        return self.pool.peak_rss_mib()
 
     def shutdown(self) -> None:
         self.pool.shutdown()

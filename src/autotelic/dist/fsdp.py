@@ -47,10 +47,12 @@ from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import AlgorithmConfig, DistConfig, ModelConfig
 from autotelic.dist.actors import actor_threads, check_room, completed, connect
+from autotelic.run_log import memory_metrics
 from autotelic.types import Group
 from autotelic.update import PreferencePair, batch_normalizer, dpo_update, policy_gradient_update, rollout_pairs
 
 _SUMMED = ("train/loss", "train/trained_tokens", "train/pairs")  # other metrics are averages over a rank's share
+_LARGEST = ("perf/train_worker_peak_rss_mib", "perf/train_worker_peak_cuda_mib")  # the rank nearest its limit
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)  # whole tensors, rank 0
 
 
@@ -196,7 +198,9 @@ class TrainRank:
                 with contextlib.suppress(_OtherRankFailed):
                     self.sharded.agree(failed=True)
             return {}, str(error), self.policy.version
-        return metrics, None, self.policy.version
+        memory = {key.replace("perf/", "perf/train_worker_"): value
+                  for key, value in memory_metrics(str(self.policy.device)).items()}
+        return {**metrics, **memory}, None, self.policy.version
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """HFPolicy.trainable_state()'s keys and whole tensors on rank 0 (empty elsewhere)."""
@@ -310,6 +314,8 @@ class FSDPTrainGroup:
             for key, value in metrics.items():
                 if key in _SUMMED:
                     merged[key] += value
+                elif key in _LARGEST:
+                    merged[key] = max(merged[key], value)
                 elif key == "train/grad_norm":  # the norm over all shards: every rank's is the same
                     merged[key] = value
                 else:
