@@ -9,12 +9,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from autotelic.abilities import HoldsEnvWorkers, Pausing, ReportsWorkerMemory, Restartable
 from autotelic.curricula import Curriculum
 from autotelic.curricula.evolve import EvolvingPromptPool
-from autotelic.dist.actors import peak_rss_mib
 from autotelic.rewards.web import web_metrics
 from autotelic.rollout.discussion import LOGGED_INFO as DISCUSSION_INFO
 from autotelic.rollout.discussion import discussion_metrics
@@ -51,16 +48,6 @@ def group_metrics(groups: list[Group]) -> dict[str, float]:
             metrics["tools/success_rate"] = successes / calls if calls else 0.0
         metrics.update(web_metrics(episodes))
     return {**metrics, **proposal_metrics(groups), **discussion_metrics(groups)}
-
-
-def memory_metrics(device: str) -> dict[str, float]:
-    """The process's peak resident memory so far, in MiB (what an out-of-memory killer judges; on a CPU it
-    includes activations), and on a CUDA device the allocator's peak since the last call (the last step's row), which is then reset."""
-    metrics = {"perf/peak_rss_mib": peak_rss_mib()}
-    if device.startswith("cuda"):
-        metrics["perf/peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
-        torch.cuda.reset_peak_memory_stats()
-    return metrics
 
 
 def worker_pools(generator: RolloutWorker, scorer: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import torch
 
 from autotelic.abilities import Stateful, shut_down
 from autotelic.backends.hf import HFPolicy
+from autotelic.backends.memory import memory_metrics
 from autotelic.build import (build_agents, build_curriculum, build_evolver, build_generation, build_pipeline,
                              build_train_group)
 from autotelic.checks import TrainingError, check_run, sandbox_isolation
@@ -30,7 +31,7 @@ from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
 from autotelic.rollout.asynchronous import RolloutSchedule
 from autotelic.run_evaluation import RunEvaluation
-from autotelic.run_log import group_metrics, memory_metrics, worker_metrics, worker_pools, write_step_logs
+from autotelic.run_log import group_metrics, worker_metrics, worker_pools, write_step_logs
 from autotelic.run_state import RunCheckpoints, TrainState, load_payload, new_run_dir, run_config_path
 from autotelic.types import Group
 from autotelic.update import RoleBaselines, dataset_pairs, dpo_update, load_pairs, train_on_groups

@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import resource
 import socket
 from collections.abc import Iterator
 from typing import Any, Callable
 
+from autotelic.backends.memory import peak_rss_mib
 from autotelic.config import ConfigError, DistConfig
 
 log = logging.getLogger(__name__)
-
-
-def peak_rss_mib() -> float:
-    """This process's peak resident memory so far, in MiB (what an out-of-memory killer judges)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def _actor_peak_rss_mib(_actor: Any) -> float:  # run inside an actor by ``__ray_call__``, whatever its class

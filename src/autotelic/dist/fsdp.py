@@ -45,9 +45,9 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends.hf import HFPolicy
+from autotelic.backends.memory import memory_metrics
 from autotelic.config import AlgorithmConfig, DistConfig, ModelConfig
 from autotelic.dist.actors import actor_threads, check_room, completed, connect
-from autotelic.run_log import memory_metrics
 from autotelic.types import Group
 from autotelic.update import PreferencePair, batch_normalizer, dpo_update, policy_gradient_update, rollout_pairs
 
