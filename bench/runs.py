@@ -4,8 +4,9 @@ per-task held-out records, comparing arms with bench/stats.py and writing the ar
 How budgets bind: every arm of a bench runs ``train.steps=--steps`` with the same samples per step (each
 bench sets its arms' overrides so), and ``train.max_minutes=--max-minutes`` only as a safety net: an arm
 that stops on it ran fewer steps than the others, which its row records (``time_cap_bound``) and the bench
-prints as a flag. Seeds: ``train.seed`` 0 .. --seeds-1, the held-out set the same for every arm and seed
-(``eval.seed`` is never changed; ``eval.per_level`` is set so the set has at least ``--heldout`` tasks).
+prints as a flag. Seeds: ``train.seed`` 0 .. --seeds-1 (from --first-seed instead of 0: a new sample beside an
+earlier bench's seeds), the held-out set the same for every arm and seed (``eval.seed`` is never changed;
+``eval.per_level`` is set so the set has at least ``--heldout`` tasks).
 Arms run one after the other with every core each (the order alternating over seeds), or with
 ``--parallel`` side by side, each pinned to an equal share of the cores (one where runs outnumber them) with one
 torch thread; the artifact says which.
@@ -68,6 +69,7 @@ class Budget:
     overrides: tuple[str, ...] = ()  # for every arm, before its own (which define the arms and win)
     keep_weights: bool = False  # each run's model/ and checkpoints/ (2 GB for the embedded model) after the artifact
     reuse: bool = False  # keep finished runs of the same command on the same code (``--reuse``)
+    first_seed: int = 0  # train.seed first_seed .. first_seed+seeds-1: a new sample beside an earlier bench's seeds
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,8 @@ def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minute
     parser.add_argument("--max-minutes", type=float, default=max_minutes,
                         help="safety cap on each arm's training minutes; an arm it stops is flagged")
     parser.add_argument("--seeds", type=int, default=3, help="training seeds per arm (train.seed 0, 1, ...)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the first train.seed (a new sample of seeds, apart from an earlier bench's 0, 1, ...)")
     parser.add_argument("--heldout", type=int, default=heldout, help="held-out tasks, at least")
     parser.add_argument("--parallel", action="store_true", help="arms side by side, an equal share of the cores each")
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep the runs here (default: a temp dir)")
@@ -126,7 +130,7 @@ def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minute
 
 def budget_from(args: argparse.Namespace) -> Budget:
     return Budget(args.steps, args.max_minutes, args.seeds, args.heldout, args.parallel, tuple(args.overrides),
-                  args.keep_weights, args.reuse)
+                  args.keep_weights, args.reuse, args.first_seed)
 
 
 def runs_dir_from(args: argparse.Namespace, prefix: str) -> Path:
@@ -213,7 +217,8 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
     """Every arm for every seed: ``<runs_dir>/<arm>-s<seed>``; the bench stops if any run fails. A run that
     finishes leaves ``<run_dir>.json`` (its provenance, taken when it started), which ``--reuse`` reads."""
     planned = [(arm, seed, runs_dir / f"{arm.name}-s{seed}")
-               for seed in range(budget.seeds) for arm in (arms if seed % 2 == 0 else arms[::-1])]
+               for seed in range(budget.first_seed, budget.first_seed + budget.seeds)
+               for arm in (arms if seed % 2 == 0 else arms[::-1])]
     commands = [_arm_command(arm, seed, budget, run_dir) for arm, seed, run_dir in planned]
     jobs = [ArmRun(arm, seed, run_dir, budget.steps, budget.reuse and finished_earlier(run_dir, command))
             for (arm, seed, run_dir), command in zip(planned, commands)]
@@ -384,7 +389,7 @@ def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], 
            results_dir: Path, extra_rows: dict[tuple[str, int], dict[str, Any]] | None = None,
            summary: dict[str, Any] | None = None) -> Path:
     """Print every run's row, write the artifact, then the flags and, last, the comparison lines."""
-    order = [run.arm.name for run in runs if run.seed == 0]
+    order = [run.arm.name for run in runs if run.seed == min(r.seed for r in runs)]
     runs = sorted(runs, key=lambda run: (order.index(run.arm.name), run.seed))
     rows = [{**run.row(), **(extra_rows or {}).get((run.arm.name, run.seed), {})} for run in runs]
     print(f"\n{'arm':24s} {'seed':>4s} {'steps':>7s} {'samples/step':>12s} {'before':>7s} {'after':>7s}  label")
@@ -396,6 +401,7 @@ def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], 
              for row in rows if row["time_cap_bound"]]
     path = artifacts.write(bench, rows, comparisons, {
         "steps": budget.steps, "max_minutes": budget.max_minutes, "seeds": budget.seeds,
+        "first_seed": budget.first_seed,
         "heldout_wanted": budget.heldout, "overrides": list(budget.overrides), "execution": execution(budget, sum(not run.reused for run in runs)),
         "time_cap_bound": bound, **(summary or {})}, directory=results_dir)
     print(f"artifact: {path}")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 # the bench's bookkeeping does not depend on the weights: Qwen2's architecture at two layers, random weights
@@ -52,6 +53,13 @@ def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_bin
         assert (run_dir / "eval_after.jsonl").is_file() and (run_dir / "metrics.jsonl").is_file()
         assert not (run_dir / "model").exists() and not (run_dir / "checkpoints").exists()
     first = {Path(row["run_dir"]).name: (Path(row["run_dir"]) / "summary.json").read_text() for row in rows}
+    # --first-seed: a new sample of seeds beside those, in the same runs dir
+    ablate(tmp_path, "--seeds", "1", "--first-seed", "5")
+    (later,) = set((tmp_path / "results").glob("ablate_pipeline-*.json")) - {path}
+    record = json.loads(later.read_text())
+    assert sorted((row["arm"], row["seed"]) for row in record["rows"]) == [("pipeline", 5), ("plain", 5)]
+    assert record["summary"]["first_seed"] == 5
+    assert yaml.safe_load((tmp_path / "runs/plain-s5/config.yaml").read_text())["train"]["seed"] == 5
     # the same runs dir without --reuse: refused in one line before any arm starts; the earlier runs stay whole
     refused = ablate(tmp_path, "--seeds", "1", check=False)
     assert refused.returncode != 0 and ": running in" not in refused.stdout
@@ -65,7 +73,7 @@ def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_bin
     if code_changed:  # uncommitted code: nothing can say what the earlier runs ran, so none is kept and none is lost
         assert again.returncode != 0 and "already hold runs" in again.stderr
         return
-    (newer,) = set((tmp_path / "results").glob("ablate_pipeline-*.json")) - {path}
+    (newer,) = set((tmp_path / "results").glob("ablate_pipeline-*.json")) - {path, later}
     rows = json.loads(newer.read_text())["rows"]
     assert sorted((row["arm"], row["seed"]) for row in rows if row["reused"]) == sorted(
         (row["arm"], row["seed"]) for row in rows if row["seed"] < 1)
