@@ -159,6 +159,9 @@ def test_async_rollouts_stay_within_the_staleness_bound_and_resume_with_their_qu
     steps = [r for r in steps if "reward/mean" in r]
     assert [r["async/staleness_max"] for r in steps] == [0, 1, 1, 1]  # ahead by one, never more
     assert all("train/is_weight_mean" in r for r in steps)  # the decoupled loss weighted the sampled tokens
+    # the workers' memory, asked without waiting for their work ahead: it comes in, and never falls
+    peaks = [r["perf/worker_peak_rss_mib"] for r in steps]
+    assert peaks == sorted(peaks) and peaks[-1] > 100
     middle = load_checkpoint(run_dir / "checkpoints" / "step_000002")
     queued = middle["queued_rollouts"]
     assert len(queued) >= 1 and all(s.policy_version <= 2 for g in queued[0].groups for s in g.samples)

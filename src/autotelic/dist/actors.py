@@ -25,6 +25,9 @@ from autotelic.config import ConfigError, DistConfig
 log = logging.getLogger(__name__)
 
 
+_MEMORY_WAIT_S = 0.1  # an idle actor answers in milliseconds
+
+
 def _actor_peak_rss_mib(_actor: Any) -> float:  # run inside an actor by ``__ray_call__``, whatever its class
     return peak_rss_mib()
 
@@ -134,6 +137,8 @@ class ActorPool:
         self._ray = ray
         self._remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(actor_class)
         self.build, self.on_replace, self.restarts = build, on_replace, 0
+        self._memory_calls: dict[Any, int] = {}  # peak-memory questions in flight -> the actor's index
+        self._peak_mib = 0.0
         self.actors = [self._remote.remote(build, index) for index in range(workers)]
 
     def replace(self, index: int, dead: Any = None) -> Any:
@@ -176,16 +181,23 @@ class ActorPool:
         return results
 
     def peak_rss_mib(self) -> float:
-        """The largest peak resident memory among the actors' processes, in MiB; one found dead is left out (it is
-        replaced when next sent work)."""
+        """The largest peak resident memory the actors' processes have reported so far, in MiB. Each actor is asked
+        once at a time and waited for at most ``_MEMORY_WAIT_S``: Ray runs an actor's calls in order, so one busy
+        generating ahead (asynchronous rollouts) answers after that work, and its answer counts at a later call
+        instead of holding up the step. A dead actor's question is dropped."""
         from ray.exceptions import RayActorError
 
-        calls = [actor.__ray_call__.remote(_actor_peak_rss_mib) for actor in self.actors]
-        peaks = []
-        for call in calls:
+        asked = set(self._memory_calls.values())
+        for index, actor in enumerate(self.actors):
+            if index not in asked:
+                self._memory_calls[actor.__ray_call__.remote(_actor_peak_rss_mib)] = index
+        ready, _ = self._ray.wait(list(self._memory_calls), num_returns=len(self._memory_calls),
+                                  timeout=_MEMORY_WAIT_S)
+        for ref in ready:
+            del self._memory_calls[ref]
             with contextlib.suppress(RayActorError):
-                peaks.append(self._ray.get(call))
-        return max(peaks, default=0.0)
+                self._peak_mib = max(self._peak_mib, self._ray.get(ref))
+        return self._peak_mib
 
     def shutdown(self) -> None:
         for actor in self.actors:
