@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ def child(args: argparse.Namespace, checkpointed: bool) -> dict[str, float]:
 
     from autotelic.algorithms import get_algorithm
     from autotelic.backends.hf import HFPolicy
+    from autotelic.backends.memory import peak_rss_mib
     from autotelic.config import AlgorithmConfig, ModelConfig
     from autotelic.types import Group, Sample, Task
     from autotelic.update import policy_gradient_update
@@ -60,10 +60,10 @@ def child(args: argparse.Namespace, checkpointed: bool) -> dict[str, float]:
         return time.perf_counter() - start
 
     update(groups(1, 16, 2, 16))  # a tiny warm-up allocates the gradients and the optimizer state
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    before = peak_rss_mib()
     batch = groups(args.groups, args.prompt_tokens, args.samples, args.sample_tokens)
     seconds = [update(batch) for _ in range(args.updates)]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     return {"update_peak_mib": round(peak - before, 1), "peak_rss_mib": round(peak, 1), "seconds": seconds}
 
 

@@ -10,13 +10,13 @@ set decoded, sampling seeded by the seed too:
   value model read as a PRM, prm_best_of_n) and by the hidden tests (oracle: the headroom of a perfect picker);
 - vm_mcts: line-level tree search guided by the value model, progressive widening, the same token budget.
 The policy is ``--model`` (a run directory's exported model or any model directory; default the recipe's, the
-embedded SmolLM2-135M), the same for every seed. Seeds run side by side with ``--parallel``, an equal share of the cores (one
-at least) and one torch thread each (``--at-once 3``: three seeds sharing 2 cores, where memory allows: a VM-MCTS worker reached
-8 GiB, and three of them were killed for memory on a 23.5 GiB machine). ``--reuse`` keeps a seed finished earlier
-with the same command on the same src/, recipes/ and this file (bench/runs.py: a seed's steps are this file's
-``decode_seed``). A seed alone on one core at the defaults, estimated from runs that shared their cores: value
-targets ~10 minutes and fit ~2, best-of-n of 201 problems at 384 tokens ~20, VM-MCTS ~50 (15 s a problem in a
-probe of 8), PRM reselection not yet timed.
+embedded SmolLM2-135M), the same for every seed. Seeds run side by side with ``--parallel``, an equal share of the
+cores (one at least) and one torch thread each (``--at-once 3``: three seeds sharing 2 cores, where memory allows: a
+VM-MCTS worker reached 8 GiB, and three of them were killed for memory on a 23.5 GiB machine). ``--reuse`` keeps
+a seed finished earlier with the same command on the same src/, recipes/ and this file (bench/runs.py: a seed's
+steps are this file's ``decode_seed``). A seed alone on one core at the defaults, estimated from runs that shared
+their cores: value targets ~10 minutes and fit ~2, best-of-n of 201 problems at 384 tokens ~20, VM-MCTS ~50 (15 s a
+problem in a probe of 8), PRM reselection not yet timed.
 
     python bench/decoding.py --seeds 3 --heldout 200 --parallel
 Prints a row per seed, writes bench/results/decoding-*.json and, last, the comparison lines:

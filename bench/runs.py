@@ -240,8 +240,9 @@ def shares_cores(at_once: int | None) -> bool:
 def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: int | None = None) -> None:
     """Each job's command, its log at ``<run_dir>.log``, one after another or side by side, each pinned to an equal
     share of the cores (``core_sets``); with ``at_once`` above the cores, that many at once unpinned, the system
-    sharing the cores among them (only where accuracy, not time, is compared). A job marked reused is skipped; one that finishes leaves ``<run_dir>.json``, its provenance.
-    When one fails no other starts, those running finish (``--reuse`` keeps them), and then the bench stops."""
+    sharing the cores among them (only where accuracy, not time, is compared). A job marked reused is skipped; one
+    that finishes leaves ``<run_dir>.json``, its provenance. When one fails no other starts, those running finish
+    (``--reuse`` keeps them), and then the bench stops."""
     for job, _ in jobs:
         if job.reused:
             print(f"{job.arm.name} seed {job.seed}: reusing the finished run in {job.run_dir}", flush=True)
@@ -389,7 +390,8 @@ def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], 
            results_dir: Path, extra_rows: dict[tuple[str, int], dict[str, Any]] | None = None,
            summary: dict[str, Any] | None = None) -> Path:
     """Print every run's row, write the artifact, then the flags and, last, the comparison lines."""
-    order = [run.arm.name for run in runs if run.seed == min(r.seed for r in runs)]
+    first_seed = min(run.seed for run in runs)
+    order = [run.arm.name for run in runs if run.seed == first_seed]
     runs = sorted(runs, key=lambda run: (order.index(run.arm.name), run.seed))
     rows = [{**run.row(), **(extra_rows or {}).get((run.arm.name, run.seed), {})} for run in runs]
     print(f"\n{'arm':24s} {'seed':>4s} {'steps':>7s} {'samples/step':>12s} {'before':>7s} {'after':>7s}  label")
@@ -401,8 +403,8 @@ def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], 
              for row in rows if row["time_cap_bound"]]
     path = artifacts.write(bench, rows, comparisons, {
         "steps": budget.steps, "max_minutes": budget.max_minutes, "seeds": budget.seeds,
-        "first_seed": budget.first_seed,
-        "heldout_wanted": budget.heldout, "overrides": list(budget.overrides), "execution": execution(budget, sum(not run.reused for run in runs)),
+        "first_seed": budget.first_seed, "heldout_wanted": budget.heldout, "overrides": list(budget.overrides),
+        "execution": execution(budget, sum(not run.reused for run in runs)),
         "time_cap_bound": bound, **(summary or {})}, directory=results_dir)
     print(f"artifact: {path}")
     if not budget.keep_weights:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -40,6 +39,7 @@ def decode(value_model: Path, problems: int, cache_mb: int, overrides: list[str]
     import torch
 
     from autotelic.backends.hf import HFPolicy
+    from autotelic.backends.memory import peak_rss_mib
     from autotelic.checks import sandbox_isolation
     from autotelic.evaluation import evaluate
     from autotelic.heldout import build_heldout
@@ -57,7 +57,7 @@ def decode(value_model: Path, problems: int, cache_mb: int, overrides: list[str]
     result = evaluate(policy, tasks, config.eval.max_new_tokens, config.eval.batch_size,
                       decoding_for(config, "vm_mcts", model))
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    return {"seconds": seconds, "peak_gib": peak_rss_mib() / 1024,
             "accuracy": result.accuracy, "tokens_per_task": result.tokens_per_task,
             "answers": [record["completion"] for record in result.records]}
 
