@@ -10,6 +10,7 @@ import threading
 import time
 from dataclasses import replace
 from functools import partial
+from typing import Callable
 
 import pytest
 import ray
@@ -244,6 +245,7 @@ def test_env_workers_hold_the_training_episodes_sandboxes(cluster, tmp_path):
     assert isinstance(envs, RayEnvPool)
     metrics = trainer.step()
     assert metrics["dist/env_worker_restarts"] == 0 and metrics["episode/turns"] >= 1
+    assert metrics["perf/env_worker_peak_rss_mib"] > 50  # the environment actors' processes, beside the driver's
     family = get_family("rg_chain_sum")
     tasks = [family.generate(random.Random(seed), 1) for seed in range(3)]
     remote, local = (EpisodeSampler(trainer.policy, make_env, max_turns=2, greedy=True).generate(tasks, 2, 48)
@@ -253,21 +255,32 @@ def test_env_workers_hold_the_training_episodes_sandboxes(cluster, tmp_path):
     envs.shutdown()
 
 
+def answered(report: Callable[[], float], before: float = 0.0, seconds: float = 30.0) -> float:
+    """What a pool's report gives once its workers' new answer has come (one that is not ``before``): the report
+    does not wait behind their work, so on a loaded machine it may take a few calls."""
+    deadline = time.monotonic() + seconds
+    while (value := report()) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
+
 @pytest.mark.slow
 def test_env_actors_of_a_rollout_worker_are_replaced_and_counted(cluster):
     """With rollout workers, each holds its own environment actors: one killed between steps is replaced inside
-    its worker, the next episodes run, and the pool reports the replacement for dist/env_worker_restarts."""
+    its worker, the next episodes run, and the pool reports the replacement for dist/env_worker_restarts (and the
+    environment actors' peak memory, through the worker, for perf/env_worker_peak_rss_mib)."""
     config = load_config(None, CONFIG + TINY + ["generate.mode=episode", "generate.env=guess_number",
                                                 "dist.env_workers=1", "episode.max_turns=2"])
     pool = RayRolloutPool(partial(build_rollout_worker, config), workers=1)
     tasks = [Task("Guess my number between 1 and 100.", str(secret), "guess_number", 1, f"g{secret}")
              for secret in (37, 80)]
     assert len(pool.generate(tasks, 2, 8)) == 2 and pool.env_restarts() == 0
+    assert answered(pool.env_peak_rss_mib) > 50  # the environment actor's own process, asked through its worker
     env_actor = ray.get(pool.actors[0].__ray_call__.remote(lambda worker: worker.generator.make_env.actors[0]))
     ray.kill(env_actor)  # the environment process dies, as a crashed browser's would
     groups = pool.generate(tasks, 2, 8)
     assert all(s.info["turns"] >= 1 for g in groups for s in g.samples)
-    assert pool.env_restarts() == 1 and pool.restarts == 0  # the rollout worker itself lived
+    assert answered(pool.env_restarts) == 1 and pool.restarts == 0  # the rollout worker itself lived
     pool.shutdown()
 
 

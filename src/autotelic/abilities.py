@@ -53,6 +53,8 @@ class HoldsEnvWorkers(Protocol):
 
     def env_restarts(self) -> int: ...
 
+    def env_peak_rss_mib(self) -> float: ...
+
 
 @runtime_checkable
 class Pausing(Protocol):

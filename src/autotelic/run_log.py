@@ -65,6 +65,7 @@ def worker_metrics(generator: RolloutWorker, scorer: Any, env_workers: bool) -> 
                     for name, part in pools.items() if isinstance(part, ReportsWorkerMemory)})
     if env_workers and isinstance(generator, HoldsEnvWorkers):  # environments held by the rollout workers
         metrics["dist/env_worker_restarts"] = float(generator.env_restarts())
+        metrics["perf/env_worker_peak_rss_mib"] = generator.env_peak_rss_mib()
     if isinstance(generator, Pausing):
         metrics["generate/pending_groups"] = float(len(generator.pending))
     return metrics

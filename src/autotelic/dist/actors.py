@@ -25,7 +25,7 @@ from autotelic.config import ConfigError, DistConfig
 log = logging.getLogger(__name__)
 
 
-_MEMORY_WAIT_S = 0.1  # an idle actor answers in milliseconds
+_REPORT_WAIT_S = 0.1  # an idle actor answers in milliseconds
 
 
 def _actor_peak_rss_mib(_actor: Any) -> float:  # run inside an actor by ``__ray_call__``, whatever its class
@@ -137,8 +137,9 @@ class ActorPool:
         self._ray = ray
         self._remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(actor_class)
         self.build, self.on_replace, self.restarts = build, on_replace, 0
-        self._memory_calls: dict[Any, int] = {}  # peak-memory questions in flight -> the actor's index
-        self._peak_mib = 0.0
+        self._questions: dict[Callable[[Any], float], dict[Any, int]] = {}  # in flight -> the actor's index
+        self._answers: dict[Callable[[Any], float], dict[int, float]] = {}
+        self._largest: dict[Callable[[Any], float], float] = {}
         self.actors = [self._remote.remote(build, index) for index in range(workers)]
 
     def replace(self, index: int, dead: Any = None) -> Any:
@@ -180,24 +181,35 @@ class ActorPool:
                 pending[getattr(self.actors[i], method).remote(*shares[i])] = i
         return results
 
-    def peak_rss_mib(self) -> float:
-        """The largest peak resident memory the actors' processes have reported so far, in MiB. Each actor is asked
-        once at a time and waited for at most ``_MEMORY_WAIT_S``: Ray runs an actor's calls in order, so one busy
-        generating ahead (asynchronous rollouts) answers after that work, and its answer counts at a later call
-        instead of holding up the step. A dead actor's question is dropped."""
+    def answers(self, report: Callable[[Any], float]) -> dict[int, float]:
+        """Each actor's latest answer to ``report(actor instance)``, by index (an actor not heard from yet is
+        absent). Each actor is asked once at a time and waited for at most ``_REPORT_WAIT_S``: Ray runs an
+        actor's calls in order, so one busy generating ahead (asynchronous rollouts) answers after that work,
+        and its answer counts at a later call instead of holding up the step. A dead actor's question is
+        dropped; its last answer stands until its replacement's comes."""
         from ray.exceptions import RayActorError
 
-        asked = set(self._memory_calls.values())
+        questions = self._questions.setdefault(report, {})
+        latest = self._answers.setdefault(report, {})
+        asked = set(questions.values())
         for index, actor in enumerate(self.actors):
             if index not in asked:
-                self._memory_calls[actor.__ray_call__.remote(_actor_peak_rss_mib)] = index
-        ready, _ = self._ray.wait(list(self._memory_calls), num_returns=len(self._memory_calls),
-                                  timeout=_MEMORY_WAIT_S)
+                questions[actor.__ray_call__.remote(report)] = index
+        ready, _ = self._ray.wait(list(questions), num_returns=len(questions), timeout=_REPORT_WAIT_S)
         for ref in ready:
-            del self._memory_calls[ref]
+            index = questions.pop(ref)
             with contextlib.suppress(RayActorError):
-                self._peak_mib = max(self._peak_mib, self._ray.get(ref))
-        return self._peak_mib
+                latest[index] = self._ray.get(ref)
+        return latest
+
+    def largest(self, report: Callable[[Any], float]) -> float:
+        """The largest answer to ``report`` any actor has given so far (a peak that must not fall, as memory)."""
+        self._largest[report] = max(self._largest.get(report, 0.0), *self.answers(report).values(), 0.0)
+        return self._largest[report]
+
+    def peak_rss_mib(self) -> float:
+        """The largest peak resident memory the actors' processes have reported so far, in MiB."""
+        return self.largest(_actor_peak_rss_mib)
 
     def shutdown(self) -> None:
         for actor in self.actors:

@@ -45,10 +45,20 @@ class _RolloutActor:
     def generate(self, tasks: list[Task], sizes: list[int], max_new_tokens: int) -> list[Group]:
         return self.generator.generate(tasks, sizes, max_new_tokens)
 
-    def env_restarts(self) -> int:
-        """Replacements of this worker's own environment actors (``dist.env_workers``), so far."""
+    def env_pool(self) -> RayEnvPool | None:
+        """This worker's own environment actors (``dist.env_workers``), if it has them."""
         pool = self.generator.make_env if isinstance(self.generator, EpisodeSampler) else None
-        return pool.restarts if isinstance(pool, RayEnvPool) else 0
+        return pool if isinstance(pool, RayEnvPool) else None
+
+
+def _env_restarts(actor: _RolloutActor) -> float:  # run inside a rollout worker by ``ActorPool.answers``
+    pool = actor.env_pool()
+    return float(pool.restarts) if pool is not None else 0.0
+
+
+def _env_peak_rss_mib(actor: _RolloutActor) -> float:  # run inside a rollout worker by ``ActorPool.largest``
+    pool = actor.env_pool()
+    return pool.peak_rss_mib() if pool is not None else 0.0
 
 
 def _shareable(state: dict[str, torch.Tensor]) -> dict[str, Any]:
@@ -82,10 +92,15 @@ class RayRolloutPool(PoolFront):
             ray.get(actor.load.remote(*self._loaded))
 
     def env_restarts(self) -> int:
-        """Environment actors replaced inside the live rollout workers (a replaced worker's count goes with it)."""
-        import ray
+        """Environment actors replaced inside the live rollout workers, as they last reported it (asked without
+        waiting behind their generation, as ``peak_rss_mib``; a replaced worker's count goes once its replacement
+        answers)."""
+        return int(sum(self.pool.answers(_env_restarts).values()))
 
-        return sum(ray.get([actor.env_restarts.remote() for actor in self.actors]))
+    def env_peak_rss_mib(self) -> float:
+        """The largest peak memory of the environment actors inside the rollout workers, in MiB (asked through
+        each worker without waiting behind its generation, as ``peak_rss_mib``)."""
+        return self.pool.largest(_env_peak_rss_mib)
 
     def generate(self, tasks: list[Task], sizes: int | list[int], max_new_tokens: int) -> list[Group]:
         if self._published is not None and self._published is not self._loaded:
