@@ -57,7 +57,9 @@ def test_generation_stops_after_a_line_end(policy, tasks):
 
 def test_search_with_test_scored_rollouts_labels_nodes_consistently(policy):
     tasks = _code_tasks("pyfunc")  # prompts a third of HumanEval's to prefill, and the model solves some: rewards vary
-    reward = build_reward("unit_tests", {"wall_seconds": 5.0})
+    # an endless loop ends at its CPU limit, which a loaded machine does not reach sooner (a wall limit near it
+    # would fail a program once and pass it when recomputed below)
+    reward = build_reward("unit_tests", {"cpu_seconds": 2.0, "wall_seconds": 60.0})
     evaluator = RolloutEvaluator(policy, reward, max_new_tokens=64, temperature=1.0)
     trees = search(policy, tasks, evaluator, iterations=3, children=2, step_tokens=16, max_new_tokens=64,
                    temperature=1.0, c_uct=1.0)
