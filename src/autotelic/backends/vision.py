@@ -100,7 +100,8 @@ class ImageTokens:
         try:
             key = store_image(Path(path).read_bytes())
         except OSError as error:
-            raise ValueError(f"image {path} cannot be read ({error.strerror}); the observation names a missing image")
+            raise ValueError(f"image {path} cannot be read ({error.strerror}); the observation names a missing "
+                             "image") from None
         self.pixels(key)
         start = self.base + key * self.seq_len
         return [self.around, self.global_image, *range(start, start + self.seq_len), self.around]
