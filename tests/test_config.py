@@ -59,5 +59,8 @@ def test_default_recipe_is_the_default_config():
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
-def test_every_recipe_loads(recipe):
-    load_config(recipe)
+def test_every_recipe_loads(recipe, tmp_path):
+    config = load_config(recipe)
+    assert recipe.stem == "default" or to_dict(config) != to_dict(RunConfig())  # the recipe's settings were read
+    save_config(config, tmp_path / "config.yaml")  # as a run saves it for `autotelic resume`
+    assert to_dict(load_config(tmp_path / "config.yaml")) == to_dict(config)

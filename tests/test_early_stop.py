@@ -56,10 +56,10 @@ def test_a_run_logs_the_share_of_samples_it_cut(tmp_path):
 
 
 def test_stop_repeats_needs_a_repeat_and_the_transformers_decoder():
-    from autotelic.checks import check_run
+    from autotelic.checks import TrainingError, check_run
     from autotelic.loading import load_config
 
     with pytest.raises(ConfigError, match="control.stop_repeats must be 0 \\(off\\) or at least 2"):
         load_config(None, ["control.stop_repeats=1"])
-    with pytest.raises((ConfigError, Exception), match="control.stop_repeats stops looping samples"):
+    with pytest.raises(TrainingError, match="control.stop_repeats stops looping samples"):
         check_run(load_config(None, ["control.stop_repeats=3", "vllm.enabled=true"]))

@@ -17,6 +17,7 @@ from autotelic.curricula.evolve import (
     generation_of,
     split_instruction,
 )
+from autotelic.config import ConfigError
 from autotelic.heldout import HeldOut
 from autotelic.checks import TrainingError, check_combination
 from autotelic.loading import load_config
@@ -210,6 +211,6 @@ def test_a_trained_creator_learns_from_its_rewrites_at_the_next_evolution_and_re
 
 
 def test_training_the_evolver_needs_a_model_of_its_own():
-    with pytest.raises(Exception, match="curriculum.evolve.train trains the evolver as a model of its own"):
+    with pytest.raises(ConfigError, match="curriculum.evolve.train trains the evolver as a model of its own"):
         load_config(None, ["curriculum.name=regret", "curriculum.evolve.every=1", "curriculum.evolve.train=true",
                            "curriculum.evolve.model=policy", "filter.rewards=[{name: majority_vote}]"])

@@ -8,6 +8,7 @@ from collections import deque
 
 import pytest
 
+from autotelic.config import ConfigError
 from autotelic.curricula.hints import HintCurriculum, hint_of, hinted
 from autotelic.types import Group, Sample, Task
 
@@ -133,9 +134,9 @@ def test_demonstrations_need_samples_or_episodes():
     with pytest.raises(TrainingError, match="curriculum.hints.mode=demonstration .* needs generate.mode=sample or "
                                             "episode, not tree"):
         check_run(config)
-    with pytest.raises(Exception, match="curriculum.hints.mode must be one of prompt, demonstration"):
+    with pytest.raises(ConfigError, match="curriculum.hints.mode must be one of prompt, demonstration"):
         check_run(load_config(None, ["curriculum.hints.mode=replay"]))
-    with pytest.raises(Exception, match="curriculum.hints.stuck_window must be 0 or more, got -1"):
+    with pytest.raises(ConfigError, match="curriculum.hints.stuck_window must be 0 or more, got -1"):
         check_run(load_config(None, ["curriculum.hints.stuck_window=-1"]))
 
 

@@ -51,4 +51,7 @@ def test_a_run_reports_pass_at_k_of_sampled_episodes(tmp_path, capsys):
     assert passes["samples"] == 3 and 0 <= passes["pass@1"] <= passes["pass@3"] <= 1
     records = [json.loads(line) for line in (tmp_path / "passes" / "eval_after_pass_at_k.jsonl").read_text().splitlines()]
     assert len(records) == summary["heldout_tasks"] and all(r["samples"] == 3 for r in records)
+    assert all(0 <= r["successes"] <= 3 for r in records)  # the summary is these records' pass@k
+    assert passes["pass@1"] == pytest.approx(sum(r["successes"] for r in records) / (3 * len(records)))
+    assert passes["pass@3"] == pytest.approx(sum(r["successes"] > 0 for r in records) / len(records))
     assert "(3 samples per task at temperature 0.8)" in capsys.readouterr().err
