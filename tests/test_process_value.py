@@ -9,7 +9,7 @@ import json
 import pytest
 from rows import row_task, verified
 
-from autotelic.rewards.process_value import ProcessValueReward, step_prefixes
+from autotelic.rewards.process_value import ProcessValueReward, process_scores, step_prefixes
 from autotelic.types import Task
 
 
@@ -88,9 +88,13 @@ def test_best_of_n_by_process_value_needs_a_value_model_and_keeps_the_token_budg
         Decoding("best_of_n", 32, "process_value").check()
     policy = HFPolicy(ModelConfig(path=str(embedded_dir)), seed=0)
     tasks = [get_family("add").generate(random.Random(i), 1) for i in range(3)]
-    result = evaluate(policy, tasks, 8, decoding=Decoding("best_of_n", 24, "process_value",
-                                                          ValueModel.load(value_dir)))
-    assert len(result.records) == 3 and all(r["tokens"] <= 24 for r in result.records)
+    value_model = ValueModel.load(value_dir)
+    result = evaluate(policy, tasks, 8, decoding=Decoding("best_of_n", 24, "process_value", value_model))
+    assert len(result.records) == 3
+    for task, record in zip(tasks, result.records):  # samples while a whole one fits, then the weakest step's best
+        assert 24 - 8 < record["tokens"] <= 24 and len(record["candidates"]) >= 3
+        scores = process_scores(value_model.predict, task, record["candidates"])
+        assert scores[record["candidates"].index(record["completion"])] == pytest.approx(max(scores), abs=1e-4)
 
 
 def test_a_directory_without_a_value_model_is_named_in_one_line(tmp_path):

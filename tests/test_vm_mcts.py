@@ -200,10 +200,11 @@ def test_decodings_spend_the_token_budget_and_report_it(policy, tasks):
         decoding = Decoding(strategy, budget, "value", value_model, SearchConfig(step_tokens=16))
         result = evaluate(policy, tasks, 48, decoding=decoding)
         assert result.decoding == strategy and len(result.records) == len(tasks)
-        for record in result.records:
+        for task, record in zip(tasks, result.records):
             if strategy == "best_of_n":  # a sample is drawn only while a whole one (48 tokens) still fits
-                assert budget - 48 < record["tokens"] <= budget
-                assert record["completion"] in record["candidates"] and len(record["candidates"]) >= 2
+                assert budget - 48 < record["tokens"] <= budget and len(record["candidates"]) >= 2
+                scores = value_model.predict([(task.prompt, task.full_response(c)) for c in record["candidates"]])
+                assert scores[record["candidates"].index(record["completion"])] == pytest.approx(max(scores), abs=1e-4)
             else:  # the last expansion shares what is left among its 2 children, and an answer the search did
                 # not finish is completed greedily with what is left: never over the budget (it once ran 48 over)
                 assert budget - 1 <= record["tokens"] <= budget
