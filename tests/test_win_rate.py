@@ -32,10 +32,11 @@ def test_the_policy_against_a_copy_of_itself_on_the_real_model():
     assert [r["prompt"] for r in result.records] == prompts
     for record in result.records:  # greedy answers of the same weights are the same answer
         assert record["policy"] == record["reference"] and record["policy"].strip()
-        first, second = record["verdicts"]
-        if first is not None and first == second:  # the judge chose a position both times: a tie
-            assert record["score"] == 0.5
-    assert 0 <= result.win_rate <= 1 and 0 <= result.parse_rate <= 1
+        first, second = record["verdicts"]  # so both orders ask the same text: the same verdict, a position
+        assert first == second and record["score"] == (None if first is None else 0.5)  # a tie, or unread
+    readable = [v for r in result.records for v in r["verdicts"] if v is not None]
+    assert result.win_rate == 0.5 and result.parse_rate == len(readable) / 8
+    assert result.first_position_rate == (readable.count("A") / len(readable) if readable else 0.5)
     assert result.summary()["pairs"] == 4
 
 
@@ -65,7 +66,10 @@ def test_a_run_measures_its_win_rate_after_training(tmp_path, capsys):
         "logging.run_name=wins"]))
     wins = summary["win_rate"]
     assert wins["pairs"] == 3 and wins["reference"] == "base" and wins["judge"] == "base"
-    assert 0 <= wins["win_rate"] <= 1
     records = [json.loads(line) for line in (tmp_path / "wins" / "eval_after_win_rate.jsonl").read_text().splitlines()]
     assert [r["prompt"] for r in records] == list(OPEN_PROMPTS[:3])
+    assert all(r["score"] == pair_score(*r["verdicts"]) for r in records)  # the summary is these pairs'
+    judged = [r["score"] for r in records if r["score"] is not None]
+    assert wins["win_rate"] == pytest.approx(sum(judged) / len(judged) if judged else 0.5)
+    assert wins["parse_rate"] == pytest.approx(sum(v is not None for r in records for v in r["verdicts"]) / 6)
     assert "win rate against base (judge base, both orders)" in capsys.readouterr().err  # the closing lines
