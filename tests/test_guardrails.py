@@ -8,6 +8,7 @@ import json
 import random
 
 import pytest
+from rows import verified
 
 from autotelic.config import GuardrailsConfig
 from autotelic.guardrails import CREATOR_VALIDITY, Guardrails
@@ -95,7 +96,15 @@ def test_a_ttrl_run_raises_the_label_alarm_prints_it_reports_it_and_resumes_with
     summary = train(config)
     run_dir = tmp_path / "ttrl"
     (row,) = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"guard/' in line]
-    assert 0 <= row["guard/label_accuracy"] < 1.0 and 0 <= row["guard/reward_accuracy"] <= 1
+    # the step's groups as rollouts.jsonl logged them, checked afresh by the family's verifier
+    rollouts = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
+    groups = [rollouts[i:i + 4] for i in range(0, len(rollouts), 4)]
+    right = [[verified(r) >= 1.0 for r in group] for group in groups]
+    best = [oks[max(range(4), key=lambda i: group[i]["reward"])] for group, oks in zip(groups, right)]
+    agree = [(r["reward"] >= 0.5) == ok for group, oks in zip(groups, right) for r, ok in zip(group, oks)]
+    assert len(groups) == 2 and row["guard/label_accuracy"] == pytest.approx(sum(best) / len(best))
+    assert row["guard/label_accuracy"] < 1.0
+    assert row["guard/reward_accuracy"] == pytest.approx(sum(agree) / len(agree))
     assert row["guard/alarm"] == 1.0
     assert [a["signal"] for a in summary["guardrail_alarms"]] == ["label accuracy"]
     err = capsys.readouterr().err
