@@ -322,8 +322,11 @@ def test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_re
     assert all(f"agent{i}/train/loss" in r and f"agent{i}/train/kl" in r for r in steps if "reward/mean" in r
                for i in range(3))
     comas = summary["comas"]
-    for when in ("before", "after"):
-        assert len(comas[when]["agents"]) == 3 and 0 <= comas[when]["discussion"]["accuracy"] <= 1
+    for when in ("before", "after"):  # each summary is its own records', and agent 0 alone is the run's accuracy
+        records = [json.loads(line) for line in (run_dir / f"eval_{when}_discussion.jsonl").read_text().splitlines()]
+        assert len(records) == summary["heldout_tasks"] and len(comas[when]["agents"]) == 3
+        assert comas[when]["discussion"]["accuracy"] == pytest.approx(sum(r["final"] for r in records) / len(records))
+        assert comas[when]["agents"][0] == summary[f"eval_{when}"]["accuracy"]
     assert all((run_dir / "agents" / str(i) / "config.json").is_file() for i in (1, 2))
     assert (run_dir / "model" / "config.json").is_file()
     assert "CoMAS" in (run_dir / "report.html").read_text()
