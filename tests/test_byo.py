@@ -642,6 +642,11 @@ def test_an_installed_generation_mode_is_selected_by_name_and_trains(tmp_path, m
                                                       "temperature_ladder = temperature_ladder:MODE\n")
     monkeypatch.syspath_prepend(str(OWN_ENV.parent / "own_mode"))
     monkeypatch.syspath_prepend(str(tmp_path))
+    import temperature_ladder  # the module the entry point names: its real generate runs, and says it did
+
+    calls, generate = [], temperature_ladder.TemperatureLadder.generate
+    monkeypatch.setattr(temperature_ladder.TemperatureLadder, "generate",
+                        lambda self, tasks, sizes, n: calls.append(list(sizes)) or generate(self, tasks, sizes, n))
     summary = autotelic.train(overrides=TINY + [f"logging.runs_dir={tmp_path}", "logging.run_name=own_mode",
                                                 "generate.mode=temperature_ladder", "generate.group_size=3",
                                                 "filter.drop_zero_variance=false"])
@@ -651,3 +656,4 @@ def test_an_installed_generation_mode_is_selected_by_name_and_trains(tmp_path, m
     for row in rows:
         per_prompt[row["prompt"]] = per_prompt.get(row["prompt"], 0) + 1
     assert len(per_prompt) == 2 and set(per_prompt.values()) == {3}  # the cool and the hot halves, merged
+    assert calls == [[3, 3]]  # the one training step's groups came from the mode
