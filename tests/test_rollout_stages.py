@@ -5,6 +5,7 @@ samples are right or wrong by rule, so every decision (rounds, early exits, drop
 Real-model generators are tested in test_generators.py.
 """
 
+import copy
 import logging
 import math
 import random
@@ -232,8 +233,12 @@ def test_early_exit_stops_decided_groups_after_the_probe():
 
 def test_adaptive_sizes_follow_the_curriculum_estimates():
     pipeline, worker = _pipeline([1, 2], adaptive_sizes=(1, 8), filters=[])
-    for _ in range(3):
-        pipeline.collect(0)
+    for _ in range(3):  # each collect sizes its tasks by the estimates it started with, in the tasks' order
+        before = copy.deepcopy(pipeline.curriculum)
+        out = pipeline.collect(0)
+        expected = adaptive_group_sizes([before.estimated_pass_rate(g.task) for g in out.groups], 16, 1, 8)
+        assert worker.calls[-1] == [len(g.samples) for g in out.groups] == expected
+    assert any(len(set(sizes)) > 1 for sizes in worker.calls)  # tasks really were sized apart
     sizes_by_level: dict[int, list[int]] = {1: [], 2: []}
     out = pipeline.collect(0)
     for group in out.groups:
