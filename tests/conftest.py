@@ -32,3 +32,12 @@ def embedded_dir():
     from autotelic.backends.embedded import embedded_model_dir
 
     return embedded_model_dir()
+
+
+@pytest.fixture(scope="session")
+def embedded_tokenize(embedded_dir):
+    """The embedded model's tokenizer as the policy's ``tokenize`` (where ReST-GRPO's prefixes are cut)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(embedded_dir))
+    return lambda text: tokenizer(text, add_special_tokens=False).input_ids

@@ -65,7 +65,7 @@ def _evolver_writing(heldout: list[Task]) -> PromptEvolver:
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
-def test_no_training_draw_of_any_recipe_is_a_heldout_task(recipe):
+def test_no_training_draw_of_any_recipe_is_a_heldout_task(recipe, embedded_tokenize):
     config = load_config(recipe)
     heldout = build_heldout(config)
     if heldout.trained_on:  # TTRL and self-play use the evaluation tasks on purpose: said, not excluded
@@ -75,6 +75,9 @@ def test_no_training_draw_of_any_recipe_is_a_heldout_task(recipe):
     uids, prompts = _forbidden(config)
     curriculum = build_curriculum(config, heldout)
     layers = _layers(curriculum)
+    for layer in layers:
+        if isinstance(layer, PrefixCurriculum):  # as build_pipeline sets it once the policy has loaded
+            layer.tokenize = embedded_tokenize
     evolving = next((layer for layer in layers if isinstance(layer, EvolvingPromptPool)), None)
     if evolving is not None:
         evolving.attach(_evolver_writing(list(heldout.tasks)))

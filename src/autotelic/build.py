@@ -17,6 +17,7 @@ from autotelic.backends.vllm import build_vllm_generation_policy
 from autotelic.checks import TrainingError
 from autotelic.config import RunConfig
 from autotelic.curricula import BanditCurriculum, Curriculum, PrefixCurriculum, PromptPoolCurriculum
+from autotelic.curricula.base import find_layer
 from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver
 from autotelic.curricula.failures import FailureCurriculum
 from autotelic.curricula.hints import HintCurriculum
@@ -231,6 +232,9 @@ def build_pipeline(config: RunConfig, policy: PolicyBackend, curriculum: Curricu
     control, cfg = config.control, config.filter
     replay = (ReplayBuffer(config.replay.capacity, config.replay.max_staleness, config.replay.replay_groups,
                            config.replay.max_reuse) if config.replay.name == "buffer" else OnPolicyBuffer())
+    prefixes = find_layer(curriculum, PrefixCurriculum)
+    if prefixes is not None:  # ReST-GRPO cuts answers where the policy's tokens break
+        prefixes.tokenize = policy.tokenize
     return RolloutPipeline(
         curriculum=curriculum, generator=build_generator(config, generation or policy, heldout, agents),
         scorer=build_scorer(config, policy),

@@ -13,8 +13,8 @@ from typing import Any, Callable
 from autotelic.backends import PolicyBackend
 from autotelic.backends.hf import role_backend
 from autotelic.config import RunConfig
-from autotelic.curricula.base import Curriculum
-from autotelic.curricula.memory import MemoryCurriculum, find_memory
+from autotelic.curricula.base import Curriculum, find_layer
+from autotelic.curricula.memory import MemoryCurriculum
 from autotelic.evaluation import (Decoding, EvalResult, episode_reward, evaluate, evaluate_episodes,
                                   evaluate_pass_at_k)
 from autotelic.heldout import HeldOut
@@ -94,7 +94,7 @@ class RunEvaluation:
         if self.config.eval.pass_k:
             extra["pass_at_k"], records = heldout_pass_at_k(self.config, agents[0], self.heldout)
             write_jsonl(self.run_dir / "eval_after_pass_at_k.jsonl", records)
-        memory = find_memory(self.curriculum) if self.config.curriculum.memory.at_eval else None
+        memory = find_layer(self.curriculum, MemoryCurriculum) if self.config.curriculum.memory.at_eval else None
         if memory is not None:
             extra["memory_eval"] = self.with_memory(agents[0], memory)
         return after, extra

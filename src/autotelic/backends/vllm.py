@@ -289,6 +289,9 @@ class VLLMPolicy:
     def version(self, value: int) -> None:  # a Ray rollout actor sets it with the weights it loads
         self.policy.version = value
 
+    def tokenize(self, text: str) -> list[int]:
+        return self.policy.tokenize(text)
+
     def encode_prompt(self, user_message: str | list[dict[str, str]], response_prefix: str = "") -> list[int]:
         return self.policy.encode_prompt(user_message, response_prefix)
 

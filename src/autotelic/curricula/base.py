@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from autotelic.types import Group, Task
 
@@ -47,6 +47,18 @@ class CurriculumWrapper:
 
     def estimated_pass_rate(self, task: Task) -> float:
         return self.base.estimated_pass_rate(task)
+
+
+Layer = TypeVar("Layer")
+
+
+def find_layer(curriculum: Curriculum, kind: type[Layer]) -> Layer | None:
+    """The layer of type ``kind`` in a chain of curriculum wrappers (each over its ``base``), if there is one."""
+    while not isinstance(curriculum, kind):
+        if not isinstance(curriculum, CurriculumWrapper):
+            return None
+        curriculum = curriculum.base
+    return curriculum
 
 
 class DerivedTaskQueue(CurriculumWrapper):

@@ -125,12 +125,3 @@ class MemoryCurriculum(CurriculumWrapper):
         self.bank = OrderedDict(state["bank"])
         self.served = state["served"]
         set_rng_state(self.rng, state["rng"])
-
-
-def find_memory(curriculum: Curriculum) -> MemoryCurriculum | None:
-    """The memory in a chain of curriculum wrappers (the failure queue wraps it), if the run keeps one."""
-    while isinstance(curriculum, CurriculumWrapper):
-        if isinstance(curriculum, MemoryCurriculum):
-            return curriculum
-        curriculum = curriculum.base
-    return None

@@ -2,7 +2,7 @@
 
 A problem whose group's rewards spread (std at least ``min_std``) and whose best answer is (nearly) right
 (reward at least ``min_reward``) is cut into partial-solution prompts: the best answer's first k code lines,
-for k from 1 to all of them, the solver continuing from the cut. As in the official ReST-RL code (``process``
+for k from 1 to all but the last, the solver continuing from the cut. As in the official ReST-RL code (``process``
 in ``experiment/process_gen_data.py``, ``utils/sample_utils.py``): ceil(lines x ``per_line``) cuts are drawn,
 with replacement, with weight ``decay**(k - 1)``, so early cuts (long continuations) are preferred; the
 defaults are theirs (0.05, 0.9, 0.5, 0.95).
@@ -22,7 +22,7 @@ import random
 import statistics
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from autotelic.curricula.base import Curriculum, DerivedTaskQueue
 from autotelic.curricula.rngstate import rng_state, set_rng_state
@@ -31,18 +31,38 @@ from autotelic.types import Group, Task
 _FENCE = "```"
 
 
-def line_prefixes(response: str) -> list[str]:
-    """The response's first k code lines, for k = 1 .. all: inside the first fenced code block when there is one
-    (prose before it stays in every prefix), else over all lines. A cut before a line keeps that line's
-    indentation, so the continuation starts on a token boundary the model itself would use ("\n    " is one
-    token for most code tokenizers; a prefix ending at "\n" invites a spurious fence or a one-space indent);
-    the last holds the whole code, and its continuation only closes it."""
+def line_prefixes(response: str, tokenize: Callable[[str], list[int]]) -> list[str]:
+    """The response's first k code lines, for k = 1 .. all but the last: inside the first fenced code block when
+    there is one (prose before it stays in every prefix), else over all lines. Each cut falls where the policy's
+    tokens of the whole response break (``tokenize``, the policy's tokenizer), as late in the whitespace before
+    the next line's first word as one does: a byte-level BPE writes ``"\n    return"`` as ``"\n   "`` then
+    ``" return"``, and a prefix cut after the fourth space would leave the policy to write ``" return"``, five
+    spaces deep. A line with no such break is no cut point. A prefix of the whole code is not cut: its
+    continuation could only close the block (the official code draws it, and its groups are all alike)."""
     lines = response.splitlines(keepends=True)
     fences = [i for i, line in enumerate(lines) if line.lstrip().startswith(_FENCE)]
     first, last = (fences[0] + 1, fences[1] if len(fences) > 1 else len(lines)) if fences else (0, len(lines))
     code_lines = [i for i in range(first, last) if lines[i].strip()]
-    cuts = ["".join(lines[:i]) + lines[i][:len(lines[i]) - len(lines[i].lstrip())] for i in code_lines[1:]]
-    return cuts + ["".join(lines[:code_lines[-1] + 1])] if code_lines else []
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    whole = tokenize(response)
+    cuts = [_token_break(response, starts[i] + len(lines[i]) - len(lines[i].lstrip()), whole, tokenize)
+            for i in code_lines[1:]]
+    return [response[:cut] for cut in cuts if cut is not None]
+
+
+def _token_break(text: str, word: int, whole: list[int], tokenize: Callable[[str], list[int]]) -> int | None:
+    """The last position in the whitespace before ``text[word]`` (keeping at least its first character, the
+    newline) where the tokens of what comes before are the first tokens of ``whole``."""
+    space = word
+    while space > 0 and text[space - 1].isspace():
+        space -= 1
+    for cut in range(word, space, -1):
+        ids = tokenize(text[:cut])
+        if whole[:len(ids)] == ids:
+            return cut
+    return None
 
 
 def choose_prefixes(prefixes: list[str], per_line: float, decay: float, rng: random.Random) -> list[str]:
@@ -79,6 +99,8 @@ class PrefixCurriculum(DerivedTaskQueue):
     harvest: list[Task] = field(default_factory=list)
     """Iterations: the problems and prefixes this iteration observed, assembled into the next one's set."""
     steps: int = 0
+    tokenize: Callable[[str], list[int]] | None = None
+    """The policy's tokenizer, where the cuts fall (set by ``build_pipeline`` once the policy has loaded)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -104,8 +126,11 @@ class PrefixCurriculum(DerivedTaskQueue):
                 self.harvest.append(group.task)
             if best.reward is None or best.reward < self.min_reward:
                 continue
-            chosen = [prefix_task(group.task, prefix)
-                      for prefix in choose_prefixes(line_prefixes(best.text), self.per_line, self.decay, self.rng)]
+            if self.tokenize is None:
+                raise RuntimeError("partial-solution prompts are cut at the policy's tokens: set tokenize first")
+            cuts = line_prefixes(best.text, self.tokenize)
+            chosen = [prefix_task(group.task, prefix) for prefix in choose_prefixes(cuts, self.per_line, self.decay,
+                                                                                    self.rng)]
             (self.harvest if self.iteration_steps else self.queue).extend(chosen)
             made += len(chosen)
         self.steps += 1
