@@ -153,7 +153,7 @@ def test_an_early_exit_is_no_pass_and_tests_are_graded_by_assertion():
     """A solution that exits before its tests used to leave status 0, which read as correct. In the harness an
     exit, a crash or a forged verdict passes nothing; each assertion is counted on its own."""
     from autotelic.sandbox import run_python
-    from autotelic.tasks.harness import harness
+    from autotelic.tasks.harness import Verdict, harness
 
     task = PYFUNC.generate(random.Random(3), 1)
     exits = ["import sys\nsys.exit(0)\n", "exit()\n", "import os\nos._exit(0)\n", "raise SystemExit\n",
@@ -170,6 +170,16 @@ def test_an_early_exit_is_no_pass_and_tests_are_graded_by_assertion():
         verdict = run.verdict(run_python(run.program))
         assert (verdict.passed, verdict.asserts, verdict.finished) == (passed, 5 if finished else 3, finished)
         assert verdict.passed_all == (passed == 5) and verdict.fraction == passed / verdict.asserts
+    # an exit after some asserts in a loop held is no full marks: inside an assertion it fails that one, outside
+    # one the tests stopped early, and what they would have asserted next counts as failed
+    counting = ("def f(x):\n    f.calls = getattr(f, 'calls', 0) + 1\n    if f.calls > {}: raise SystemExit(0)\n"
+                "    return 2 * x\n")
+    run = harness(counting.format(4), tests)
+    assert run.verdict(run_python(run.program)) == Verdict(4, 5, True)
+    looped = "for x in range(3):\n    y = f(x)\n    assert y == 2 * x\n"
+    run = harness(counting.format(2), looped)
+    verdict = run.verdict(run_python(run.program))
+    assert verdict == Verdict(2, 3, False) and verdict.fraction == pytest.approx(2 / 3)
     # a main block does not run (the solution is not __main__), so it cannot exit before the tests
     run = harness("def f(x):\n    return 2 * x\nif __name__ == '__main__':\n    raise SystemExit(0)\n", tests)
     assert run.verdict(run_python(run.program)).passed_all

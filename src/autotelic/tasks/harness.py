@@ -39,7 +39,7 @@ def _autotelic_run(solution, tests, nonce, hook):
     def count(condition):
         try:
             results.append(bool(condition()))
-        except Exception:
+        except BaseException:  # an exit inside an assertion fails that one; the tests go on
             results.append(False)
 
     namespace = {"__name__": "__solution__", hook: count}
@@ -86,7 +86,8 @@ class Verdict:
     passed: int
     """Assertions that held."""
     asserts: int
-    """Assertions counted: those that ran, or the tests' written ones when fewer ran."""
+    """Assertions counted: those that ran (and, when the tests stopped early, one more: asserts in a loop cut
+    short by an exit are not all right), or the tests' written ones when fewer ran."""
     finished: bool
     """The tests ran to their end without an exception or an exit."""
 
@@ -116,7 +117,7 @@ class Harnessed:
             fields = line.split()
             if len(fields) == 4 and fields[0] == self.nonce and all(f.isdigit() for f in fields[1:]):
                 passed, ran, finished = map(int, fields[1:])
-                return Verdict(passed, max(ran, self.written_asserts), bool(finished))
+                return Verdict(passed, max(ran + (not finished), self.written_asserts), bool(finished))
         return Verdict(0, self.written_asserts, False)
 
 
