@@ -126,6 +126,21 @@ def test_rest_grpo_iterations_assemble_spread_problems_and_their_prefixes_for_th
     assert clone.steps == 2 and clone.harvest == curriculum.harvest
 
 
+def test_the_prefix_share_carries_its_fraction_of_a_task_to_the_next_draw():
+    """A quarter of 6 tasks a step is 1.5: 1 and 2 prefixes in turn, a quarter of all tasks (rounding gave 2, a
+    third); with nothing queued, nothing is owed later."""
+    curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=0.25, seed=0)
+    curriculum.queue.extend(prefix_task(_task(f"t{i}"), "p") for i in range(20))
+    assert [sum(bool(t.response_prefix) for t in curriculum.next_tasks(6)) for _ in range(4)] == [1, 2, 1, 2]
+    clone = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=0.25, seed=0)
+    curriculum.next_tasks(6)
+    clone.load_state_dict(curriculum.state_dict())  # half a task owed, and kept through a resume
+    assert clone.carry == curriculum.carry == 0.5
+    curriculum.queue.clear()
+    curriculum.next_tasks(6)
+    assert curriculum.carry == 0.0
+
+
 def test_prefix_curriculum_state_round_trips(tokenize):
     curriculum = PrefixCurriculum(BanditCurriculum(["add"], [1], seed=0, heldout=NO_HELDOUT), fraction=1.0, seed=0,
                                   tokenize=tokenize)

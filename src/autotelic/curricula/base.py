@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
@@ -64,27 +65,32 @@ def find_layer(curriculum: Curriculum, kind: type[Layer]) -> Layer | None:
 class DerivedTaskQueue(CurriculumWrapper):
     """A curriculum over another one, ``base``, that serves ``fraction`` of each step's tasks from a queue of
     tasks it derived from observed groups (newest first: derived from the current policy's groups) and the
-    rest from ``base``. Subclasses are dataclasses with these fields; ``observe`` fills the queue."""
+    rest from ``base``. The fraction of a draw that is not a whole task carries to the next draw, so a quarter
+    of 6 tasks a step serves 1 and 2 in turn (rounding served 2, a third). Subclasses are dataclasses with these
+    fields; ``observe`` fills the queue."""
 
     base: Curriculum
     fraction: float
     capacity: int
     queue: deque[Task]
     served: int
+    carry: float = 0.0
 
     def __post_init__(self) -> None:
         self.queue = deque(self.queue, maxlen=self.capacity)
 
     def next_tasks(self, count: int) -> list[Task]:
-        take = min(len(self.queue), round(self.fraction * count))
+        quota = self.fraction * count + self.carry
+        self.carry = quota - math.floor(quota + 1e-9) if self.queue else 0.0  # none waiting: nothing owed
+        take = min(len(self.queue), math.floor(quota + 1e-9))
         derived = [self.queue.pop() for _ in range(take)]
         self.served += take
         return derived + self.base.next_tasks(count - take)
 
     def queue_state(self) -> dict[str, Any]:
-        return {"base": self.base.state_dict(), "queue": list(self.queue), "served": self.served}
+        return {"base": self.base.state_dict(), "queue": list(self.queue), "served": self.served, "carry": self.carry}
 
     def load_queue_state(self, state: dict[str, Any]) -> None:
         self.base.load_state_dict(state["base"])
         self.queue = deque(state["queue"], maxlen=self.capacity)
-        self.served = state["served"]
+        self.served, self.carry = state["served"], state.get("carry", 0.0)
