@@ -44,6 +44,9 @@ def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path
         assert [path.name for path in run_dir.glob("eval_after_*.jsonl")] == (["eval_after_memory.jsonl"]
                                                                                if row["arm"] == "grpo" else [])
     run_dirs = {row["arm"]: Path(row["run_dir"]) for row in record["rows"]}  # one seed: one run an arm
+    for run_dir in run_dirs.values():  # every arm generates tasks x group samples a step: refills find no budget
+        steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert [r["generate/samples"] for r in steps if "generate/samples" in r] == [4]
     step = json.loads((run_dirs["demonstrations"] / "metrics.jsonl").read_text().splitlines()[0])
     assert step["hint/fraction"] == 0.5  # the guided arm's curriculum, at its first step's share
     # the memory's answers: a second pass over the same held-out set on the same weights (that banking alone leaves
