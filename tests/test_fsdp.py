@@ -206,6 +206,7 @@ def test_shares_are_contiguous_and_every_rank_gets_one():
 def test_fsdp_settings_that_cannot_work_are_named():
     for options, algorithm, message in [
         ([], "spiral", "cannot train algorithm.name=spiral"),
+        ([], "reinforce_pp_baseline", "reinforce_pp_baseline: its advantages are whitened over every group"),
         (["dist.train_workers=0"], "grpo", "train_workers must be at least 1"),
         (["dist.gpus_per_worker=0.5"], "grpo", "gpus_per_worker=0.5: a train rank needs whole GPUs"),
     ]:

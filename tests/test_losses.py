@@ -300,6 +300,29 @@ def test_kl_estimators_and_penalty():
         policy_loss(logp, logp, torch.tensor([0.0]), mask, PolicyLossSettings(beta=0.5))
 
 
+@pytest.mark.parametrize("estimator", ["k1", "k3"])
+def test_the_kl_penalty_pulls_towards_the_reference_in_expectation(estimator):
+    """Over pi's own samples (both tokens, weighted by pi), the penalty's expected gradient on the logits: k1's is
+    that of KL(pi || pi_ref); k3's that of KL(pi_ref || pi) (GRPO's). Both point the same way here; the plain
+    log-ratio as a loss term had expected gradient 0."""
+    logits = torch.zeros(2, requires_grad=True)
+    ref = torch.log(torch.tensor([0.9, 0.1]))
+    pi = torch.softmax(logits, 0).detach()
+    expected = torch.zeros(2)
+    for token in range(2):
+        logp = torch.log_softmax(logits, 0)
+        (grad,) = torch.autograd.grad(kl_penalty(logp[token:token + 1], ref[token:token + 1], estimator).sum(), logits)
+        expected += pi[token] * grad
+    exact = torch.log_softmax(logits, 0)
+    if estimator == "k1":
+        kl = (exact.exp() * (exact - ref)).sum()
+    else:
+        kl = (ref.exp() * (ref - exact)).sum()
+    (truth,) = torch.autograd.grad(kl, logits)
+    assert_close(expected, truth, atol=1e-6, rtol=1e-5)
+    assert expected[0] < 0 < expected[1]  # more mass on the reference's likely token
+
+
 @pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
 @pytest.mark.parametrize("ratio_level", ["token", "sequence"])
 def test_micro_batches_with_batch_normalizer_sum_to_full_batch(loss_agg, ratio_level):

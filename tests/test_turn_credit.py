@@ -60,6 +60,11 @@ def test_the_scorer_splits_each_episodes_reward_over_its_turns():
     assert won.info["turn_rewards"] == pytest.approx([2 * 0.25, 1.0 + 2 * 0.25 + 0.5])
     assert lost.info["turn_rewards"] == pytest.approx([2 * -0.1, 2 * -0.1])
     assert [sum(s.info["turn_rewards"]) for s in group.samples] == pytest.approx(rewards)
+    # a return set apart from its steps' rewards (a proposer's executor is paid by vote): all of it on the last turn
+    voted = _episode([VALID, VALID], [0, 4], 8, [0.0, 0.0])
+    voted.info["return"] = 1.0
+    weighted_scorer([(EnvReturn(), 1.0), (WebSuccess(), 0.0)])(Group(TASK, [0], [voted]))
+    assert voted.info["turn_rewards"] == [0.0, 1.0]
 
 
 def test_zero_variance_by_turn_keeps_equal_episodes_whose_turns_differ():
@@ -83,6 +88,28 @@ def test_the_update_credits_turns_where_a_group_has_them_and_episodes_elsewhere(
     assert targets.advantages[2:] == pytest.approx(_targets(groups[1:], spec).advantages)  # no turns: per episode
     assert targets.masks[1] == [1, 1, 0, 0, 1, 1, 1, 1]  # observation tokens stay out of the loss
     assert len(set(_targets(groups, spec).advantages[:2])) == 2  # without turn credit: one number per episode
+
+
+def test_one_micro_batch_trains_turn_credited_episodes_beside_plain_samples():
+    """Per-token advantages (turn credit) and one number per sample (a group without turns) in one micro-batch."""
+    import math
+
+    import torch
+
+    from autotelic.backends.hf import HFPolicy
+    from autotelic.config import AlgorithmConfig, ModelConfig
+    from autotelic.update import policy_gradient_update
+
+    policy = HFPolicy(ModelConfig(path="random:qwen2-tiny", lora=False, threads=1), lr=1e-3, seed=0)
+    episodes = [_episode([VALID, VALID], [0, 4], 8), _episode([STUCK, STUCK], [0, 4], 8)]
+    for sample, turns in zip(episodes, ([0.5, 0.5], [-0.1, -0.1])):
+        sample.reward, sample.info["turn_rewards"] = sum(turns), turns
+    plain = [Sample("a", [1, 2], [0.0, 0.0], True, reward=r) for r in (1.0, 0.0)]
+    groups = [Group(TASK, [0], episodes), Group(Task("q", "1", "add", 1, "add:q"), [0], plain)]
+    before = [p.detach().clone() for p in policy.trainable]
+    metrics = policy_gradient_update(policy, groups, get_algorithm("grpo"), AlgorithmConfig(turn_credit=True), 1.0, 8)
+    assert math.isfinite(metrics["train/loss"]) and metrics["train/trained_tokens"] == 6 + 6 + 2 + 2
+    assert any(not torch.equal(a, b) for a, b in zip(before, policy.trainable))
 
 
 def test_the_intra_tree_term_cancels_on_the_turns_siblings_share():

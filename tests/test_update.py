@@ -32,6 +32,8 @@ def test_advantages_per_sample_and_masks_from_observations():
     assert _normalizer(rloo.masks, "token-mean", 24) == 14
     assert _normalizer(rloo.masks, "seq-mean-token-mean", 24) == 5
     assert _normalizer(rloo.masks, "seq-mean-token-sum-norm", 24) == 5 * 24
+    # a sequence masked whole (an overlong one cut, under control.overlong=mask) is no sequence of the mean
+    assert _normalizer([[1, 1], [0, 0], [0, 1]], "seq-mean-token-mean", 24) == 2
 
 
 def test_tree_groups_get_per_token_advantages_and_prefix_masks_times_own_masks():

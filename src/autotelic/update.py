@@ -150,8 +150,8 @@ def with_intra_tree(targets: _Targets, groups: list[Group], scale: bool) -> _Tar
 def _normalizer(masks: list[list[int]], loss_agg: str, max_new_tokens: int) -> float:
     if loss_agg == "token-mean":
         return float(max(1, sum(map(sum, masks))))
-    if loss_agg == "seq-mean-token-mean":
-        return float(max(1, len(masks)))
+    if loss_agg == "seq-mean-token-mean":  # a sequence masked whole (cut overlong, a branch's copy) trains nothing
+        return float(max(1, sum(1 for mask in masks if any(mask))))
     return float(max(1, len(masks)) * max_new_tokens)  # seq-mean-token-sum-norm
 
 
@@ -188,8 +188,9 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
             mask_BT = pad_mask_BT * _pad(targets.masks[offset:offset + count], width, device)
             sampled_BT = _pad([s.logprobs for s in samples], width, device)
             chunk_advantages = targets.advantages[offset:offset + count]
-            if isinstance(chunk_advantages[0], list):
-                advantages = _pad(chunk_advantages, width, device)
+            if any(isinstance(a, list) for a in chunk_advantages):  # per token; a sample's one value on every token
+                advantages = _pad([a if isinstance(a, list) else [a] * len(s.token_ids)
+                                   for a, s in zip(chunk_advantages, samples)], width, device)
             else:
                 advantages = torch.tensor(chunk_advantages, device=device)
             offset += count

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from autotelic.algorithms.advantages import (
     ADVANTAGE_ESTIMATORS,
     BATCH_BASELINED,
+    BATCH_WHITENED,
     AdvantageEstimator,
     grpo_advantages,
     intra_tree_advantages,
@@ -82,6 +83,7 @@ def get_algorithm(name: str) -> AlgorithmSpec:
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "BATCH_BASELINED",
+    "BATCH_WHITENED",
     "ALGORITHMS",
     "KL_ESTIMATORS",
     "LOSS_AGGS",

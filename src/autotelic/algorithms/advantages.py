@@ -74,6 +74,8 @@ def reinforce_pp_baseline_advantages(rewards_B: torch.Tensor, group_sizes: Seque
 
 BATCH_BASELINED = frozenset({"reinforce_pp"})
 """Estimators whose baseline is the whole batch: a group of one sample still has an advantage."""
+BATCH_WHITENED = frozenset({"reinforce_pp", "reinforce_pp_baseline"})
+"""Estimators that scale by the whole batch's spread: a share of the batch would give other advantages."""
 
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {
     "grpo": grpo_advantages,

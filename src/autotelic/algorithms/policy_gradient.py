@@ -41,11 +41,16 @@ class PolicyLossSettings:
 
 
 def kl_penalty(logprobs_BT: torch.Tensor, ref_logprobs_BT: torch.Tensor, estimator: str) -> torch.Tensor:
-    """Per-token estimate of KL(pi || pi_ref) from samples of pi (Schulman's k1 / k3)."""
+    """Per-token KL penalty from samples of pi, as a loss term. k3 (Schulman's): its value estimates
+    KL(pi || pi_ref), never negative, and its gradient is GRPO's. k1: the value is the log-ratio, but the log-ratio's
+    own gradient is grad log pi, which is zero in expectation over pi's samples (the penalty would pull nowhere);
+    so its gradient is the score-function one, log-ratio (detached) x grad log pi, whose expectation is the gradient
+    of KL(pi || pi_ref)."""
     _check_choice("kl_estimator", estimator, KL_ESTIMATORS)
     log_ratio_BT = ref_logprobs_BT - logprobs_BT
     if estimator == "k1":
-        return -log_ratio_BT
+        k1_BT = -log_ratio_BT.detach()
+        return k1_BT + k1_BT * (logprobs_BT - logprobs_BT.detach())
     return torch.expm1(log_ratio_BT) - log_ratio_BT  # k3: unbiased and never negative
 
 

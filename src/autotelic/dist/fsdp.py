@@ -7,7 +7,7 @@ optimizer state (LoRA's frozen base model stays whole on every rank). ``update``
 near-equal shares of whole groups; every rank runs update.py's loss on its share with the whole batch's normalizer,
 and gradients are summed over ranks (FSDP would average them): the step equals the in-process one. Advantages are
 per group, so splitting whole groups is exact; RAE (``algorithm.name=spiral``) keeps role baselines across groups
-and is refused.
+and REINFORCE++ whitens over the whole batch: both are refused.
 
 Gradients are reduced once per optimizer step, not after every backward: shares differ in their number of
 micro-batches (a rank gets none when the batch has fewer groups than ranks), and HFPolicy's prefix-sharing forward
@@ -43,7 +43,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
-from autotelic.algorithms import AlgorithmSpec
+from autotelic.algorithms import BATCH_WHITENED, AlgorithmSpec
 from autotelic.backends.hf import HFPolicy
 from autotelic.backends.memory import memory_metrics
 from autotelic.config import AlgorithmConfig, DistConfig, ModelConfig
@@ -266,9 +266,10 @@ class FSDPTrainGroup:
         workers = settings.train_workers
         if workers < 1:
             raise ValueError(f"dist.train_workers must be at least 1 for an FSDP group, got {workers}")
-        if spec.advantage == "rae":
-            raise ValueError(f"dist.train_workers cannot train algorithm.name={spec.name}: RAE's role baselines span "
-                             "every group of the batch, which the ranks split; use dist.train_workers=0")
+        if spec.advantage == "rae" or spec.advantage in BATCH_WHITENED:
+            spans = "RAE's role baselines span" if spec.advantage == "rae" else "its advantages are whitened over"
+            raise ValueError(f"dist.train_workers cannot train algorithm.name={spec.name}: {spans} every group of "
+                             "the batch, which the ranks split; use dist.train_workers=0")
         gpus = settings.gpus_per_worker
         if gpus and gpus != int(gpus):
             raise ValueError(f"dist.gpus_per_worker={gpus}: a train rank needs whole GPUs (NCCL cannot put two ranks "

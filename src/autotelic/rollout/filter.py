@@ -70,7 +70,9 @@ env_return = EnvReturn()
 
 def record_turn_rewards(group: Group, parts: list[tuple[Scorer, float]], columns: list[list[float]]) -> None:
     """Each episode's weighted reward per turn, in ``info["turn_rewards"]`` (summing to its reward): a reward that
-    scores turns gives its per-turn values, any other all of its value to the last turn."""
+    scores turns gives its per-turn values where they add up to what it paid the episode (an episode's return can
+    be set apart from its steps', as a proposer's executors are paid by vote), any other all of its value to the
+    last turn."""
     per_part = [scorer.turns(group) if isinstance(scorer, ScoresTurns) else None for scorer, _ in parts]
     for index, sample in enumerate(group.samples):
         count = len(sample.info.get("turn_starts", ()))
@@ -79,7 +81,7 @@ def record_turn_rewards(group: Group, parts: list[tuple[Scorer, float]], columns
         turns = [0.0] * count
         for (_, weight), column, values in zip(parts, columns, per_part):
             own = values[index] if values is not None else []
-            if len(own) == count:
+            if len(own) == count and math.isclose(weight * sum(own), column[index], abs_tol=1e-6):
                 turns = [total + weight * value for total, value in zip(turns, own)]
             else:
                 turns[-1] += column[index]
