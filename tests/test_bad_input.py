@@ -161,6 +161,8 @@ OVERRIDES = [
      "ignored: turn it off or pick another curriculum"),
     (["curriculum.name=test_time", "filter.rewards=[{name: majority_vote}]", "curriculum.prefixes.iteration_steps=2"],
      "so curriculum.prefixes.iteration_steps would be ignored"),
+    (["curriculum.prefixes.iteration_steps=2", "filter.dynamic_sampling=true"],
+     "curriculum.prefixes.iteration_steps counts the rounds its curriculum observes"),
     (["generate.mode=episode", "generate.env=guess_number", "episode.tree_roots=8"],
      "episode.tree_roots=8 starts as many episodes as generate.group_size=8 holds, so the tree would copy none: set "
      "it below 8, or 0 for no tree"),

@@ -176,6 +176,10 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     if config.episode.tree_roots and name != "episode":
         problems.append(f"episode.tree_roots branches the episodes of generate.mode=episode, not {name}: set "
                         "episode.tree_roots=0")
+    if config.curriculum.prefixes.iteration_steps and config.filter.dynamic_sampling:
+        problems.append("curriculum.prefixes.iteration_steps counts the rounds its curriculum observes, which "
+                        "filter.dynamic_sampling makes several a step: set filter.dynamic_sampling=false (ReST-GRPO's "
+                        "iterations train on what the filter kept) or curriculum.prefixes.iteration_steps=0")
     if config.selfplay.opponent != "self" and not mode.games:
         problems.append(f"selfplay.opponent={config.selfplay.opponent} needs generate.mode=selfplay, not {name}")
     labelled = [r.name for r in config.filter.rewards if r.name in LABELLED_REWARDS]
