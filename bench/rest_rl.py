@@ -22,7 +22,8 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
         (memory_vs_grpo), at no extra training run.
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same samples per step for
 every arm (``control.max_samples_per_step`` = tasks_per_step x group_size, which leaves the recipe's refills
-nothing to spend); ``--max-minutes`` a safety net flagged if it binds; decodings at ``eval.token_budget`` completion tokens per task, which best-of-n never exceeds.
+nothing to spend); ``--max-minutes`` a safety net flagged if it binds; decodings at ``eval.token_budget``
+completion tokens per task, which best-of-n never exceeds.
 Every arm and seed is a fresh run of the checked-out code unless ``--reuse`` keeps one finished earlier with the
 same command on the same code (bench/runs.py). ``--seeds`` training seeds, one held-out set of at least ``--heldout``
 problems for all.
@@ -118,7 +119,7 @@ def main() -> None:
     rest = Arm("rest", (NO_VALUE,), RECIPE) if args.training_only else ARMS[1]
     grpo = Arm("grpo", (*ARMS[0].overrides, REMEMBERS), RECIPE) if args.memory else ARMS[0]
     arms = [with_sample_budget(arm, budget) for arm in (grpo, *([GUIDED] if args.demonstrations else []), rest,
-                                                     *([REST_DPO] if args.rest_dpo else []))]
+                                                        *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
     training = [compare("rest_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest"])),

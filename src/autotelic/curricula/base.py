@@ -81,8 +81,9 @@ class DerivedTaskQueue(CurriculumWrapper):
 
     def next_tasks(self, count: int) -> list[Task]:
         quota = self.fraction * count + self.carry
-        self.carry = quota - math.floor(quota + 1e-9) if self.queue else 0.0  # none waiting: nothing owed
-        take = min(len(self.queue), math.floor(quota + 1e-9))
+        whole = math.floor(quota + 1e-9)  # carries summed in floats may fall a hair short of a whole task
+        self.carry = quota - whole if self.queue else 0.0  # none waiting: nothing owed
+        take = min(len(self.queue), whole)
         derived = [self.queue.pop() for _ in range(take)]
         self.served += take
         return derived + self.base.next_tasks(count - take)

@@ -17,6 +17,7 @@ curriculum filling the rest of each step; the first K steps draw from the base a
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
@@ -43,9 +44,7 @@ def line_prefixes(response: str, tokenize: Callable[[str], list[int]]) -> list[s
     fences = [i for i, line in enumerate(lines) if line.lstrip().startswith(_FENCE)]
     first, last = (fences[0] + 1, fences[1] if len(fences) > 1 else len(lines)) if fences else (0, len(lines))
     code_lines = [i for i in range(first, last) if lines[i].strip()]
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
+    starts = list(itertools.accumulate(map(len, lines), initial=0))
     whole = tokenize(response)
     cuts = [_token_break(response, starts[i] + len(lines[i]) - len(lines[i].lstrip()), whole, tokenize)
             for i in code_lines[1:]]
