@@ -54,15 +54,16 @@ def rloo_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int]) -> torc
     return centred_B * n_B / (n_B - 1).clamp(min=1)
 
 
-def reinforce_pp_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int], eps: float = 1e-8) -> torch.Tensor:
+def reinforce_pp_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int], eps: float = 1e-4) -> torch.Tensor:
     """REINFORCE++ (Hu et al. 2025): the rewards whitened across the whole batch, no per-prompt baseline, so a
-    group of one still carries signal (CoMAS's turns: the batch is one agent's, as in its official code)."""
+    group of one still carries signal (CoMAS's turns: the batch is one agent's, as in its official code).
+    ``eps`` is GRPO's: a batch whose rewards differ only by rounding is not blown up to unit-size advantages."""
     rewards_B = _as_batch(rewards_B, group_sizes)
     spread = rewards_B.std() if rewards_B.numel() > 1 else rewards_B.new_zeros(())
     return (rewards_B - rewards_B.mean()) / (spread + eps)
 
 
-def reinforce_pp_baseline_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int], eps: float = 1e-8,
+def reinforce_pp_baseline_advantages(rewards_B: torch.Tensor, group_sizes: Sequence[int], eps: float = 1e-4,
                                      ) -> torch.Tensor:
     """REINFORCE++-baseline (Hu et al. 2025): subtract the group mean, then whiten across the whole
     batch. One batch-wide scale keeps the per-group std out of the gradient (no bias towards
