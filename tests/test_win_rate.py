@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import ConfigError, ModelConfig
@@ -38,6 +39,42 @@ def test_the_policy_against_a_copy_of_itself_on_the_real_model():
     assert result.win_rate == 0.5 and result.parse_rate == len(readable) / 8
     assert result.first_position_rate == (readable.count("A") / len(readable) if readable else 0.5)
     assert result.summary()["pairs"] == 4
+
+
+class RecordedJudge:
+    """The real judge, keeping each instruction it is asked to judge, in order."""
+
+    def __init__(self, judge: HFPolicy):
+        self.judge, self.asked = judge, []
+
+    def encode_prompt(self, prompt):
+        self.asked.append(prompt)
+        return self.judge.encode_prompt(prompt)
+
+    def generate(self, *args, **kwargs):
+        return self.judge.generate(*args, **kwargs)
+
+    def decode(self, token_ids):
+        return self.judge.decode(token_ids)
+
+
+def test_two_different_answers_are_judged_in_both_orders_and_scored_for_the_policy():
+    policy, reference = HFPolicy(ModelConfig(), seed=0), HFPolicy(ModelConfig(), seed=0)
+    with torch.no_grad():  # other weights, so other greedy answers
+        generator = torch.Generator().manual_seed(0)
+        for weights in reference.model.parameters():
+            weights.add_(torch.randn(weights.shape, generator=generator) * 0.02)
+    judge = RecordedJudge(HFPolicy(ModelConfig(), seed=1))
+    prompts = list(OPEN_PROMPTS[4:7])
+    result = win_rate(policy, reference, judge, prompts, max_new_tokens=16)
+    assert len(judge.asked) == 2 * len(prompts)
+    for index, (prompt, record) in enumerate(zip(prompts, result.records)):
+        assert record["policy"] != record["reference"]
+        policy_first, policy_second = judge.asked[2 * index], judge.asked[2 * index + 1]
+        assert f"Instruction: {prompt}" in policy_first and f"Instruction: {prompt}" in policy_second
+        assert f"Response A: {record['policy']}\n\nResponse B: {record['reference']}" in policy_first
+        assert f"Response A: {record['reference']}\n\nResponse B: {record['policy']}" in policy_second
+        assert record["score"] == pair_score(*record["verdicts"])  # the first verdict is the policy-as-A order's
 
 
 def test_a_bad_instructions_file_stops_the_run_in_one_line(tmp_path):
