@@ -21,6 +21,7 @@ booking task to train on).
     python bench/web_agent.py --no-operator --episode-tree --inter-tree --reuse --steps 20 ...
     python bench/web_agent.py --no-operator --replay --reuse --steps 20 "filter.rewards=[{name: web_success}]" ...
     python bench/web_agent.py --no-operator --replay --two-epochs --reuse --steps 20 ...
+    python bench/web_agent.py --no-operator --step-groups --steps 20 "filter.rewards=[{name: web_success}]" ...
 Prints a row per seed, writes bench/results/web_agent-*.json and, last, the comparison lines
 trained_vs_base (single policy), operator_vs_single (trained model), operator_vs_single_base (base model), with
 ``--success-only`` hybrid_vs_success_only (the recipe's hybrid reward against the success check alone, both
@@ -44,7 +45,9 @@ reward spread, a solved episode or a played demonstration among failed ones, tra
 two a step at most, their age corrected by decoupled PPO's truncated importance weight; equal episodes and steps,
 more update compute), and with ``--two-epochs`` two_epochs_vs_without (replay's control at about its update
 compute: each batch trained twice, PPO's second epoch, instead of groups trained again in later steps) and, with
-both, replay_vs_two_epochs.
+both, replay_vs_two_epochs, and with ``--step-groups`` step_groups_vs_without (GiGPO's step groups: each turn's
+discounted return against those of the turns its group took from the same state, plus its episode's advantage,
+against the recipe's turn credit over every turn of the group; equal episodes and steps).
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ INTER_TREE = Arm("inter_tree", ("episode.tree_roots=3", "episode.branch_turns=[1
 # with decoupled PPO's importance weight for their age
 REPLAY = Arm("replay", ("replay.name=buffer", "replay.replay_groups=2", "replay.max_reuse=1",
                         "algorithm.off_policy=decoupled"), RECIPE)
+# --step-groups: GiGPO's step groups: each turn's discounted return against those of the group's turns taken from
+# the same state, besides its episode's advantage, instead of against every turn of the group
+STEP_GROUPS = Arm("step_groups", ("algorithm.turn_baseline=state",), RECIPE)
 # --two-epochs: replay's equal-compute control: every batch trained for two epochs (clipped against its sampling)
 TWO_EPOCHS = Arm("two_epochs", ("algorithm.updates_per_batch=2",), RECIPE)
 
@@ -116,6 +122,9 @@ ABLATIONS = [
              "intra_tree_vs_inter_only (same steps, episodes)"),
     Ablation("replay", REPLAY, "replay_vs_without", True,
              "also train with experience replay: kept groups trained again one later step (same steps, episodes)"),
+    Ablation("step_groups", STEP_GROUPS, "step_groups_vs_without", True,
+             "also train with GiGPO's step groups: each turn ranked against the turns taken from the same state "
+             "(same steps, episodes)"),
     Ablation("two_epochs", TWO_EPOCHS, "two_epochs_vs_without", True,
              "also train with two epochs on every batch: replay's control at about its update compute (same "
              "steps, episodes)"),

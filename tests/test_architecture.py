@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("envs",),
     ("heldout", "loading", "guardrails"),  # loading: a recipe with its environment's defaults
     ("curricula",),
+    ("turn_credit",),  # a turn's advantage from its episode's per-turn rewards and the states it was taken from
     ("rollout", "update", "search", "evaluation", "dist", "vm_mcts", "win_rate"),
     ("modes",),  # generation modes as plug-ins: each builds its generator from the layers below
     ("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"),  # training: knows every part

@@ -4,10 +4,11 @@ intra-tree term of episode trees (Tree-GRPO)."""
 
 import pytest
 
-from autotelic.algorithms import get_algorithm, intra_tree_advantages, turn_advantages
+from autotelic.algorithms import get_algorithm, intra_tree_advantages, step_group_advantages, turn_advantages
 from autotelic.rewards.web import WebProgress, WebSuccess
 from autotelic.rollout.filter import EnvReturn, ZeroVarianceFilter, weighted_scorer
 from autotelic.types import Group, Sample, Task
+from autotelic.turn_credit import TurnCredit, later_turns_sharing_a_state, turn_states
 from autotelic.update import _targets, with_intra_tree
 
 TASK = Task("Buy the blue mug.", "", "web_shop", 1, "web_shop:x")
@@ -40,6 +41,36 @@ def test_turn_advantages_by_hand():
     assert scaled[0][0] == pytest.approx(0.8 / (std + 1e-4))
     with pytest.raises(ValueError, match="2 turn rewards for 1 turns"):
         turn_advantages([[0.0, 1.0]], [[0]], [3])
+
+
+def test_step_group_advantages_by_hand():
+    """GiGPO: the episode's advantage on every turn, plus each turn's discounted return against the returns of the
+    turns taken from the same state. Three episodes start at s0; a and b reach page p, c reaches page q."""
+    rewards = [[0.0, 1.0], [0.0, 0.0], [0.0, 1.0]]
+    states = [[None, "p"], [None, "p"], [None, "q"]]
+    advantages = step_group_advantages(rewards, [[0, 2], [0, 2], [0, 2]], [4, 4, 4], states, scale=False,
+                                       weight=0.5, discount=0.9)
+    # episodes: rewards 1, 0, 1, mean 2/3 -> 1/3, -2/3, 1/3
+    # start: returns 0.9, 0, 0.9, mean 0.6 -> 0.3, -0.6, 0.3; page p: returns 1, 0 -> 0.5, -0.5; page q alone: 0
+    assert advantages == [pytest.approx([1 / 3 + 0.15] * 2 + [1 / 3 + 0.25] * 2),
+                          pytest.approx([-2 / 3 - 0.3] * 2 + [-2 / 3 - 0.25] * 2),
+                          pytest.approx([1 / 3 + 0.15] * 2 + [1 / 3] * 2)]
+    # the pooled baseline ranks b's second turn (return 0) under every first turn of the group, a state
+    # baseline against a's alone; with scale, each term is divided by its own group's std
+    scaled = step_group_advantages(rewards, [[0, 2], [0, 2], [0, 2]], [4, 4, 4], states, weight=1.0, discount=1.0)
+    episode_std, page_std = (1 / 3) ** 0.5, 0.5 ** 0.5
+    assert scaled[0][2] == pytest.approx((1 / 3) / (episode_std + 1e-4) + 0.5 / (page_std + 1e-4))
+    with pytest.raises(ValueError, match="one state per turn"):
+        step_group_advantages(rewards, [[0, 2], [0, 2], [0, 2]], [4, 4, 4], [[None], [None, "p"], [None, "q"]])
+
+
+def test_turn_states_are_the_start_then_the_state_each_step_left():
+    named = _episode([{**VALID, "state": "page-2"}, {**STUCK, "state": "page-2"}, VALID], [0, 4, 8], 12)
+    named.info["observations"] = ["Page two", "(the page did not change)", "episode over"]
+    assert turn_states(named) == [None, "page-2", "page-2"]
+    unnamed = _episode([VALID, VALID], [0, 4], 8)  # an environment that names no state: its observation
+    unnamed.info["observations"] = ["You guessed 5: too high.", "You guessed 3: too low."]
+    assert turn_states(unnamed) == [None, "You guessed 5: too high."]
 
 
 def test_web_progress_pays_each_step_its_share_and_the_shares_sum_to_the_reward():
@@ -82,12 +113,28 @@ def test_the_update_credits_turns_where_a_group_has_them_and_episodes_elsewhere(
         sample.reward, sample.info["turn_rewards"] = sum(turns), turns
     plain = [Sample("a", [1, 2], [0.0, 0.0], True, reward=r) for r in (1.0, 0.0)]
     groups = [Group(TASK, [0], episodes), Group(Task("q", "1", "add", 1, "add:q"), [0], plain)]
-    targets = _targets(groups, spec, turn_credit=True)
+    targets = _targets(groups, spec, turn_credit=TurnCredit())
     expected = turn_advantages([[0.5, 0.5], [-0.1, -0.1]], [[0, 4], [0, 4]], [8, 8])
     assert targets.advantages[:2] == expected and expected[0][0] > expected[0][5]  # turn 1's return holds turn 2's
     assert targets.advantages[2:] == pytest.approx(_targets(groups[1:], spec).advantages)  # no turns: per episode
     assert targets.masks[1] == [1, 1, 0, 0, 1, 1, 1, 1]  # observation tokens stay out of the loss
     assert len(set(_targets(groups, spec).advantages[:2])) == 2  # without turn credit: one number per episode
+
+
+def test_the_update_compares_turns_from_the_same_state_with_turn_baseline_state():
+    spec = get_algorithm("grpo")
+    rewards = {"a": [0.0, 1.0], "b": [0.0, 0.0], "c": [0.0, 1.0]}
+    episodes = [_episode([{**VALID, "state": page}, VALID], [0, 4], 8) for page in ("p", "p", "q")]
+    for sample, turns in zip(episodes, rewards.values()):
+        sample.reward, sample.info["turn_rewards"] = sum(turns), turns
+    group = Group(TASK, [0], episodes)
+    credit = TurnCredit("state", weight=1.0, discount=0.95)
+    expected = step_group_advantages(list(rewards.values()), [[0, 4]] * 3, [8] * 3, [[None, "p"], [None, "p"],
+                                     [None, "q"]], scale=True, weight=1.0, discount=0.95)
+    assert _targets([group], spec, turn_credit=credit).advantages == expected
+    assert expected != _targets([group], spec, turn_credit=TurnCredit()).advantages
+    assert expected[0][4] > expected[2][4]  # a's second turn beat b's from the same page; c's had no peer
+    assert later_turns_sharing_a_state([group]) == pytest.approx(2 / 3)  # a's and b's second turns; not c's
 
 
 def test_one_micro_batch_trains_turn_credited_episodes_beside_plain_samples():
@@ -107,7 +154,7 @@ def test_one_micro_batch_trains_turn_credited_episodes_beside_plain_samples():
     plain = [Sample("a", [1, 2], [0.0, 0.0], True, reward=r) for r in (1.0, 0.0)]
     groups = [Group(TASK, [0], episodes), Group(Task("q", "1", "add", 1, "add:q"), [0], plain)]
     before = [p.detach().clone() for p in policy.trainable]
-    metrics = policy_gradient_update(policy, groups, get_algorithm("grpo"), AlgorithmConfig(turn_credit=True), 1.0, 8)
+    metrics = policy_gradient_update(policy, groups, get_algorithm("grpo"), AlgorithmConfig(turn_credit=TurnCredit()), 1.0, 8)
     assert math.isfinite(metrics["train/loss"]) and metrics["train/trained_tokens"] == 6 + 6 + 2 + 2
     assert any(not torch.equal(a, b) for a, b in zip(before, policy.trainable))
 
@@ -128,7 +175,7 @@ def test_the_intra_tree_term_cancels_on_the_turns_siblings_share():
             sample.info["forked"] = {"from": {"c": 0, "e": 1, "d": 2}[name], "after_turn": 1}
     group = Group(TASK, [0], [episodes[i] for i in (0, 1, 2, 4, 3)])  # a, b, c, e, d: a copy after its parent
     spec = get_algorithm("dr_grpo")
-    plain = _targets([group], spec, turn_credit=True)
+    plain = _targets([group], spec, turn_credit=TurnCredit())
     tree = with_intra_tree(plain, [group], scale=False)
     added = [[t - p for t, p in zip(row, base)] for row, base in zip(tree.advantages, plain.advantages)]
     assert [row[0] for row in added] == pytest.approx([0.5, 0.0, -0.5, 0.0, 0.0]) and added[0] == [0.5] * 8
@@ -145,6 +192,10 @@ def test_the_intra_tree_term_cancels_on_the_turns_siblings_share():
     (["algorithm.intra_tree=true", "generate.mode=episode", "generate.env=guess_number",
       "curriculum.families=[guess_number]"], "algorithm.intra_tree adds Tree-GRPO's intra-tree term to the advantages "
                                              "of episode trees: set episode.tree_roots > 0"),
+    (["algorithm.turn_baseline=state", "generate.mode=episode", "generate.env=guess_number",
+      "curriculum.families=[guess_number]"], "algorithm.turn_baseline=state sets what turn credit compares each turn "
+                                             "with, and turn credit is off: set algorithm.turn_credit=true"),
+    (["algorithm.step_discount=1.5"], "algorithm.step_discount"),
 ])
 def test_turn_credit_is_refused_where_it_cannot_work(overrides, message):
     from autotelic.checks import TrainingError, check_run

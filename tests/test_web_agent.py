@@ -270,3 +270,27 @@ def test_the_web_recipe_demonstrates_the_questions_no_episode_answered(tmp_path)
     rollouts = [json.loads(line) for line in (tmp_path / "demo" / "rollouts.jsonl").read_text().splitlines()]
     shown = [r for r in rollouts if r.get("demonstration")]  # the log tells the played episodes apart
     assert shown and all(r["step"] == 2 and r["reward"] > 1.0 for r in shown)
+
+
+def test_the_web_recipe_ranks_turns_against_turns_from_the_same_state(tmp_path):
+    """algorithm.turn_baseline=state (GiGPO's step groups) on the web recipe, one step of real episodes on the shop:
+    the update finds later turns that another episode took from the same state (the same page with the same
+    progress, whatever the route: after an invalid action, the page the episode was already on)."""
+    import json
+
+    from pathlib import Path
+
+    from autotelic.loading import load_config
+    from autotelic.trainer import train
+
+    recipe = Path(__file__).resolve().parent.parent / "recipes" / "opagent-web.yaml"
+    train(load_config(recipe, [
+        "train.export_model=false", "logging.report=false", "algorithm.turn_baseline=state",
+        "filter.rewards=[{name: web_success}, {name: web_progress, options: {step_penalty: 0.1}}]",
+        "curriculum.families=[web_shop]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
+        "eval.pass_k=[]", "control.tasks_per_step=2", "generate.group_size=4", "episode.max_turns=2",
+        "train.steps=1", "logging.progress=false", "model.lora=true", "model.lora_rank=8",
+        f"logging.runs_dir={tmp_path}", "logging.run_name=states"]))
+    step = next(json.loads(line) for line in (tmp_path / "states" / "metrics.jsonl").read_text().splitlines()
+                if '"reward/mean"' in line)
+    assert 0 < step["train/later_turns_sharing_a_state"] <= 1

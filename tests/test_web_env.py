@@ -311,3 +311,19 @@ def test_failed_tasks_are_cut_at_their_frontier(server):
     restored = FailureCurriculum(BanditCurriculum(["web_shop"], [1], 0, NO_HELDOUT), NO_HELDOUT, fraction=0.5)
     restored.load_state_dict(state)
     assert restored.made == curriculum.made and list(restored.queue) == list(curriculum.queue)
+
+
+def test_each_step_names_the_state_it_left_where_its_observation_does_not(server):
+    """GiGPO's anchor states (algorithm.turn_baseline=state): two episodes on the same page with the same progress
+    are in one state whatever route they took; an error or an unchanged page is an observation, not a state."""
+    env = WebEnv(server=server)
+    kitchen = lambda env: f"click({element(env, 'Kitchen')})"  # noqa: E731
+    _, direct = run(env, ORDER, [kitchen])
+    seen, detour = run(env, ORDER, ["dance()", kitchen, "back()", kitchen])
+    assert seen[1].startswith("Error") and detour[0]["state"] != direct[0]["state"]
+    assert detour[1]["state"] == detour[3]["state"] == direct[0]["state"]  # the kitchen page, reached twice
+    _, stuck = run(env, ORDER, [kitchen, "scroll(up)", "goto(\"/shop/\")", "scroll(up)"])
+    assert stuck[1]["page_changed"] is False and stuck[3]["page_changed"] is False
+    assert stuck[1]["state"] == direct[0]["state"] and stuck[3]["state"] == detour[2]["state"] != stuck[1]["state"]
+    _, product = run(env, ORDER, [kitchen, lambda env: f"click({element(env, 'Blue Mug')})", "back()"])
+    assert product[1]["milestones"] == 1 and product[2]["state"] != direct[0]["state"]  # the kitchen, one milestone on

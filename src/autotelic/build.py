@@ -165,7 +165,9 @@ def build_filters(config: RunConfig) -> list[GroupFilter]:
     cfg = config.filter
     filters = [*get_mode(config.generate.mode).filters(config)]
     if cfg.drop_zero_variance:
-        filters.append(ZeroVarianceFilter(by_turn=config.algorithm.turn_credit))
+        algo = config.algorithm
+        filters.append(ZeroVarianceFilter(by_turn=algo.turn_credit,
+                                          discount=algo.step_discount if algo.turn_baseline == "state" else 1.0))
     if cfg.min_reward_std > 0:
         filters.append(MinStdFilter(cfg.min_reward_std))
     if cfg.pass_rate_band is not None:

@@ -223,7 +223,9 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
 def turn_credit_problems(config: RunConfig, spec: AlgorithmSpec, mode: Mode) -> list[str]:
     """algorithm.turn_credit needs episodes, an advantage it generalises and rewards scored in this process."""
     if not config.algorithm.turn_credit:
-        return []
+        return [] if config.algorithm.turn_baseline == "group" else [
+            f"algorithm.turn_baseline={config.algorithm.turn_baseline} sets what turn credit compares each turn "
+            "with, and turn credit is off: set algorithm.turn_credit=true"]
     problems = []
     if not mode.holds_envs(config):
         problems.append(f"algorithm.turn_credit credits the turns of multi-turn episodes: generate.mode="

@@ -29,12 +29,12 @@ from autotelic.algorithms import (
     rae_advantages,
     simpo_loss,
     tree_advantages,
-    turn_advantages,
 )
 from autotelic.backends import PolicyBackend
 from autotelic.backends.hf import HFPolicy
 from autotelic.config import AlgorithmConfig
 from autotelic.micro_batches import micro_batches
+from autotelic.turn_credit import TurnCredit, credits_turns, later_turns_sharing_a_state, turn_credit_of
 from autotelic.types import Group, Sample
 
 
@@ -94,23 +94,15 @@ class RoleBaselines:
         self.values = dict(state["values"])
 
 
-def credits_turns(group: Group) -> bool:
-    """Whether every episode of the group has its rewards per turn (``rollout.filter.record_turn_rewards``)."""
-    return all(len(s.info.get("turn_rewards", ())) == len(s.info.get("turn_starts", ())) > 0 for s in group.samples)
-
-
 def _targets(groups: list[Group], spec: AlgorithmSpec, baselines: RoleBaselines | None = None,
-             turn_credit: bool = False) -> _Targets:
+             turn_credit: TurnCredit | None = None) -> _Targets:
     samples = [s for g in groups for s in g.samples]
     masks = [s.loss_mask() for s in samples]
-    if turn_credit:  # per turn where a group's episodes have per-turn rewards, else the group's usual advantages
-        advantages = []
+    if turn_credit is not None:  # per turn where a group's episodes have per-turn rewards, else per episode
+        advantages: list[float | list[float]] = []
         for group in groups:
             if credits_turns(group):
-                advantages.extend(turn_advantages([s.info["turn_rewards"] for s in group.samples],
-                                                  [s.info["turn_starts"] for s in group.samples],
-                                                  [len(s.token_ids) for s in group.samples],
-                                                  scale=spec.advantage == "grpo"))
+                advantages.extend(turn_credit.advantages(group, scale=spec.advantage == "grpo"))
             else:
                 advantages.extend(_targets([group], spec, baselines).advantages)
         return _Targets(advantages, masks)
@@ -119,7 +111,7 @@ def _targets(groups: list[Group], spec: AlgorithmSpec, baselines: RoleBaselines 
             raise ValueError(f"algorithm {spec.name} needs the run's RoleBaselines")
         return _Targets(baselines.advantages(groups), masks)
     if any(s.parent is not None for s in samples):  # tree rollouts: credit per segment
-        advantages: list[float | list[float]] = []
+        advantages = []
         tree_masks = []
         for group in groups:
             per_token, mask = tree_advantages(
@@ -167,7 +159,7 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
     (``batch_normalizer``) when ``groups`` is one rank's share of it, so that the ranks' losses and gradients
     sum to the whole batch's; stats are then averages over the share."""
     settings = loss_settings(spec, algo)
-    targets = _targets(groups, spec, baselines, algo.turn_credit)
+    targets = _targets(groups, spec, baselines, turn_credit_of(algo))
     if algo.intra_tree:
         targets = with_intra_tree(targets, groups, scale=spec.advantage == "grpo")
     if normalizer is None:
@@ -210,6 +202,8 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
                 totals[f"train/{key}"] += value * count / len(targets.masks) / algo.updates_per_batch
         totals.update({f"train/{k}": v for k, v in policy.optimizer_step().items()})
     totals["train/trained_tokens"] = float(sum(map(sum, targets.masks)))
+    if algo.turn_credit and algo.turn_baseline == "state":
+        totals["train/later_turns_sharing_a_state"] = later_turns_sharing_a_state(groups)
     if baselines is not None:
         totals.update(baselines.metrics())
     return dict(totals)

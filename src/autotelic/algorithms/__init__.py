@@ -20,6 +20,7 @@ from autotelic.algorithms.advantages import (
     reinforce_pp_baseline_advantages,
     returns_to_go,
     rloo_advantages,
+    step_group_advantages,
     tree_advantages,
     turn_advantages,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "reinforce_pp_baseline_advantages",
     "returns_to_go",
     "rloo_advantages",
+    "step_group_advantages",
     "tree_advantages",
     "turn_advantages",
 ]

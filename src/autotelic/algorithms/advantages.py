@@ -10,8 +10,8 @@ steps, state its caller keeps and passes in.
 from __future__ import annotations
 
 import statistics
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import partial
 
 import torch
@@ -170,9 +170,34 @@ def tree_advantages(
     return advantages, masks
 
 
-def returns_to_go(rewards: Sequence[float]) -> list[float]:
-    """Each turn's return from there on: r_t + r_(t+1) + ..."""
-    return [sum(rewards[t:]) for t in range(len(rewards))]
+def returns_to_go(rewards: Sequence[float], discount: float = 1.0) -> list[float]:
+    """Each turn's return from there on: r_t + discount * r_(t+1) + discount^2 * r_(t+2) + ..."""
+    returns, running = [0.0] * len(rewards), 0.0
+    for t in reversed(range(len(rewards))):
+        running = rewards[t] + discount * running
+        returns[t] = running
+    return returns
+
+
+def _check_turns(turn_rewards: list[list[float]], turn_starts: list[list[int]], lengths: list[int]) -> None:
+    if not len(turn_rewards) == len(turn_starts) == len(lengths):
+        raise ValueError("turn_rewards, turn_starts and lengths must have one entry per episode")
+    for rewards, starts in zip(turn_rewards, turn_starts):
+        if len(rewards) != len(starts):
+            raise ValueError(f"{len(rewards)} turn rewards for {len(starts)} turns")
+
+
+def _per_token(per_turn: list[list[float]], turn_starts: list[list[int]], lengths: list[int]) -> list[list[float]]:
+    """Each turn's value on every token from its start to the next turn's (the observation tokens between turns
+    are the sample's loss mask's to leave out)."""
+    advantages = []
+    for values, starts, length in zip(per_turn, turn_starts, lengths):
+        tokens = [0.0] * length
+        for t, start in enumerate(starts):
+            end = starts[t + 1] if t + 1 < len(starts) else length
+            tokens[start:end] = [values[t]] * (end - start)
+        advantages.append(tokens)
+    return advantages
 
 
 def turn_advantages(turn_rewards: list[list[float]], turn_starts: list[list[int]], lengths: list[int],
@@ -181,28 +206,47 @@ def turn_advantages(turn_rewards: list[list[float]], turn_starts: list[list[int]
     decision tree pays each step). Turn t of episode i is credited with its return from there on,
     G_it = r_it + r_i(t+1) + ..., centred on the mean of every G of the group (and divided by their std with
     ``scale``): a turn is good when what followed from it beat the group's turns. Every token of the turn, from
-    its start to the next turn's, carries it; the observation tokens between turns are the sample's loss mask's
-    to leave out. An episode's first turn's G is its whole reward."""
-    if not len(turn_rewards) == len(turn_starts) == len(lengths):
-        raise ValueError("turn_rewards, turn_starts and lengths must have one entry per episode")
-    returns = []
-    for rewards, starts in zip(turn_rewards, turn_starts):
-        if len(rewards) != len(starts):
-            raise ValueError(f"{len(rewards)} turn rewards for {len(starts)} turns")
-        returns.append(returns_to_go(rewards))
+    its start to the next turn's, carries it. An episode's first turn's G is its whole reward."""
+    _check_turns(turn_rewards, turn_starts, lengths)
+    returns = [returns_to_go(rewards) for rewards in turn_rewards]
     flat = [g for episode in returns for g in episode]
     if not flat:
         return [[0.0] * n for n in lengths]
     mean = statistics.fmean(flat)
     factor = 1.0 / (statistics.stdev(flat) + eps) if scale and len(flat) > 1 else 1.0
-    advantages = []
-    for episode, starts, length in zip(returns, turn_starts, lengths):
-        tokens = [0.0] * length
-        for t, start in enumerate(starts):
-            end = starts[t + 1] if t + 1 < len(starts) else length
-            tokens[start:end] = [(episode[t] - mean) * factor] * (end - start)
-        advantages.append(tokens)
-    return advantages
+    return _per_token([[(g - mean) * factor for g in episode] for episode in returns], turn_starts, lengths)
+
+
+def step_group_advantages(turn_rewards: list[list[float]], turn_starts: list[list[int]], lengths: list[int],
+                          states: list[list[Hashable]], scale: bool = True, weight: float = 1.0,
+                          discount: float = 0.95, eps: float = 1e-4) -> list[list[float]]:
+    """GiGPO's per-token advantages (Feng et al. 2025, "Group-in-Group Policy Optimization") for ONE group of
+    multi-turn episodes of one task. Turn t of episode i gets A_i + ``weight`` x S_it, where
+    - A_i is the episode's: its reward (the sum of its turns') against the group's, GRPO's advantage;
+    - S_it is the step's: its discounted return from there on, r_it + discount * r_i(t+1) + ..., against the
+      returns of the group's turns taken from the same state (``states[i][t]``, equal where the environment
+      state was the same: the start, or a page two episodes reached by different actions).
+    A state only one turn was taken from gives S 0: there is nothing to compare its action with. So every turn
+    keeps the episode's credit, and turns from a shared state are ranked by what followed them, including
+    the later turns that the pooled ``turn_advantages`` always compares with earlier ones. ``scale`` divides
+    each by its group's std, as GRPO; without it, Dr.GRPO's centring alone."""
+    _check_turns(turn_rewards, turn_starts, lengths)
+    if len(states) != len(turn_rewards) or any(len(s) != len(r) for s, r in zip(states, turn_rewards)):
+        raise ValueError("states must give one state per turn of every episode")
+    rewards_B = torch.tensor([sum(rewards) for rewards in turn_rewards], dtype=torch.float64)
+    episode = grpo_advantages(rewards_B, [len(turn_rewards)], scale, eps).tolist() if turn_rewards else []
+    turns_at: dict[Hashable, list[tuple[int, int]]] = defaultdict(list)
+    returns = [returns_to_go(rewards, discount) for rewards in turn_rewards]
+    for i, episode_states in enumerate(states):
+        for t, state in enumerate(episode_states):
+            turns_at[state].append((i, t))
+    step = [[0.0] * len(rewards) for rewards in turn_rewards]
+    for members in turns_at.values():
+        values = torch.tensor([returns[i][t] for i, t in members], dtype=torch.float64)
+        for (i, t), value in zip(members, grpo_advantages(values, [len(members)], scale, eps).tolist()):
+            step[i][t] = value
+    per_turn = [[episode[i] + weight * s for s in step[i]] for i in range(len(turn_rewards))]
+    return _per_token(per_turn, turn_starts, lengths)
 
 
 def intra_tree_advantages(rewards: Sequence[float], roots: Sequence[int], scale: bool = True,

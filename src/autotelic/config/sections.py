@@ -245,6 +245,14 @@ class AlgorithmConfig:
     turn_credit: bool = False
     """Multi-turn episodes: each turn's advantage is its return from there on (its own and later turns' rewards,
     e.g. OpAgent's per-step decision tree), normalised over the group's turns, instead of one per episode."""
+    turn_baseline: Literal["group", "state"] = "group"
+    """turn_credit: what each turn's return is compared with: every turn of its group (group), or GiGPO's step
+    groups (state, Feng et al. 2025): the episode's reward against the group's, plus step_weight x the turn's
+    discounted return against those of the group's turns taken from the same environment state."""
+    step_weight: float = 1.0
+    """turn_baseline=state: the weight of the step-group term beside the episode's."""
+    step_discount: float = 0.95
+    """turn_baseline=state: the discount of the step returns (GiGPO's gamma; 1: every later reward counts fully)."""
     intra_tree: bool = False
     """Episode trees (episode.tree_roots): each episode's advantage also gets Tree-GRPO's intra-tree term, its
     reward against the mean of the episodes sharing its root (divided by their std for grpo), which contrasts only
@@ -269,6 +277,8 @@ class AlgorithmConfig:
                 *count(f"{key}.updates_per_batch", self.updates_per_batch),
                 *positive(f"{key}.max_grad_norm", self.max_grad_norm),
                 *at_least_zero(f"{key}.weight_decay", self.weight_decay),
+                *at_least_zero(f"{key}.step_weight", self.step_weight),
+                *fraction(f"{key}.step_discount", self.step_discount),
                 *count(f"{key}.micro_batch_groups", self.micro_batch_groups),
                 *count(f"{key}.micro_batch_tokens", self.micro_batch_tokens)]
 

@@ -152,15 +152,18 @@ class GroupFilter(Protocol):
 @dataclass(frozen=True)
 class ZeroVarianceFilter:
     """Groups whose rewards are all equal give every sample a zero advantage: no signal. With ``by_turn``
-    (turn-level credit) a group whose episodes' returns from some turn on differ still has signal."""
+    (turn-level credit) a group whose episodes' returns from some turn on (discounted by ``discount``) differ
+    still has signal."""
 
     by_turn: bool = False
+    discount: float = 1.0
     name: str = "zero_variance"
 
     def keep(self, group: Group) -> bool:
         rewards = group.rewards
         if self.by_turn:
-            rewards = rewards + [g for s in group.samples for g in returns_to_go(s.info.get("turn_rewards", ()))]
+            rewards = rewards + [g for s in group.samples
+                                 for g in returns_to_go(s.info.get("turn_rewards", ()), self.discount)]
         return max(rewards) - min(rewards) > 1e-8
 
 

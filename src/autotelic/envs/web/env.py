@@ -16,6 +16,7 @@ screenshot observation); the text view stays, since the actions name its element
 
 from __future__ import annotations
 
+import hashlib
 from functools import partial
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -36,6 +37,13 @@ MODES = ("html", "browser")
 
 def intro(task: Task) -> str:
     return f"You are a web agent. Task: {task.prompt}\n{ACTION_HELP}"
+
+
+def state_key(path: str, view: str, reached: set[int]) -> str:
+    """The state an action leaves, for grouping turns by state (GiGPO's anchor states): the page, what the agent
+    sees of it (typed values and scroll included) and the task's milestones reached so far, which an unchanged
+    page or an error message leaves out of the observation the agent is sent."""
+    return hashlib.sha256(f"{path}\n{sorted(reached)}\n{view}".encode()).hexdigest()[:16]
 
 
 class WebEnv:
@@ -96,7 +104,8 @@ class WebEnv:
         self.reached |= new
         success = all(check_condition(c, state) for c in self.task.meta.get("success", []))
         facts.update(new_milestones=len(new), milestones=len(self.reached), milestones_total=len(progress),
-                     reached=sorted(self.reached), success=success, answer=self.answer)
+                     reached=sorted(self.reached), success=success, answer=self.answer,
+                     state=state_key(self.page.path, observation, self.reached))
         self.done = self.answer is not None or success and self.end_on_success
         if self.done:
             self.driver.close()
