@@ -26,6 +26,9 @@ class Step(NamedTuple):
     reward: float
     done: bool
     info: dict[str, Any]
+    """Facts about the step for rewards and logs; ``info["state"]``, where given, names the state the step left
+    (a hashable value), which turn credit by state groups (``algorithm.turn_baseline=state``) reads instead of the
+    observation: an error or an unchanged page is an observation, not a state."""
 
 
 @runtime_checkable
