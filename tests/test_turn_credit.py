@@ -98,6 +98,18 @@ def test_the_scorer_splits_each_episodes_reward_over_its_turns():
     assert voted.info["turn_rewards"] == [0.0, 1.0]
 
 
+def test_a_single_outcome_reward_is_split_over_turns_too():
+    """The success check alone (the web benches' reward): the outcome on each episode's last turn, so turn credit
+    has turns to credit; a single-turn sample gets none."""
+    won = _episode([_milestones(VALID, 1), _milestones(VALID, 2, success=True)], [0, 4], 8)
+    lost = _episode([_milestones(INVALID, 0)], [0], 4)
+    plain = Sample("a", [1, 2], [0.0, 0.0], True)
+    group = Group(TASK, [0], [won, lost, plain])
+    assert weighted_scorer([(WebSuccess(), 1.0)])(group) == [1.0, 0.0, 0.0]
+    assert won.info["turn_rewards"] == [0.0, 1.0] and lost.info["turn_rewards"] == [0.0]
+    assert "turn_rewards" not in plain.info
+
+
 def test_zero_variance_by_turn_keeps_equal_episodes_whose_turns_differ():
     episodes = [_episode([VALID, INVALID], [0, 4], 8), _episode([VALID, INVALID], [0, 4], 8)]
     for sample in episodes:

@@ -90,9 +90,7 @@ def record_turn_rewards(group: Group, parts: list[tuple[Scorer, float]], columns
 
 def weighted_scorer(parts: list[tuple[Scorer, float]]) -> Scorer:
     """Sum of weighted rewards; a nan in any part makes the sample nan. Episodes also get their rewards per turn
-    (``record_turn_rewards``), for turn-level credit."""
-    if len(parts) == 1 and parts[0][1] == 1.0 and not isinstance(parts[0][0], ScoresTurns):
-        return parts[0][0]
+    (``record_turn_rewards``), for turn-level credit, a single outcome reward too (on their last turn)."""
 
     def score(group: Group) -> list[float]:
         columns = [[weight * value for value in scorer(group)] for scorer, weight in parts]
