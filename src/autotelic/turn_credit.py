@@ -20,9 +20,10 @@ def credits_turns(group: Group) -> bool:
 
 
 def turn_states(sample: Sample) -> list[Hashable]:
-    """The environment state each turn of an episode was taken from: the start (one for every episode of a task)
-    for the first turn, then the state the previous step left, the step's ``state`` where the environment names
-    it (an observation such as "the page did not change" is not one), else its observation."""
+    """The environment state each turn of an episode was taken from: the start (one for every episode of a task,
+    and a state of its own: a later turn back on the start page is not grouped with first turns) for the first
+    turn, then the state the previous step left, the step's ``state`` where the environment names it (an
+    observation such as "the page did not change" is not one), else its observation."""
     steps, observations = sample.info["steps"], sample.info.get("observations", [])
     return [None] + [steps[t]["state"] if "state" in steps[t] else observations[t]
                      for t in range(len(sample.info["turn_starts"]) - 1)]
