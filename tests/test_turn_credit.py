@@ -110,12 +110,38 @@ def test_a_single_outcome_reward_is_split_over_turns_too():
     assert "turn_rewards" not in plain.info
 
 
+def test_a_reward_that_scores_too_few_samples_is_named_before_turns_are_split():
+    def short(group: Group) -> list[float]:
+        return [1.0]
+
+    episodes = [_episode([VALID, VALID], [0, 4], 8), _episode([VALID], [0], 4)]
+    with pytest.raises(ValueError, match="^short returned 1 rewards for 2 samples$"):
+        weighted_scorer([(short, 1.0)])(Group(TASK, [0], episodes))
+
+
 def test_zero_variance_by_turn_keeps_equal_episodes_whose_turns_differ():
     episodes = [_episode([VALID, INVALID], [0, 4], 8), _episode([VALID, INVALID], [0, 4], 8)]
     for sample in episodes:
         sample.reward, sample.info["turn_rewards"] = -0.1, [-0.1, 0.0]  # returns from each turn: -0.1, 0
     group = Group(TASK, [0], episodes)
-    assert not ZeroVarianceFilter().keep(group) and ZeroVarianceFilter(by_turn=True).keep(group)
+    assert not ZeroVarianceFilter().keep(group) and ZeroVarianceFilter(TurnCredit()).keep(group)
+
+
+def test_with_state_groups_a_group_is_kept_exactly_where_some_turn_has_an_advantage():
+    """Every episode solved in three turns through the same pages: discounted returns differ from turn to turn
+    (0.9025, 0.95, 1) but not within any state, and every episode's reward is the same: nothing to learn."""
+    def solved(pages: list[str]) -> Sample:  # one turn per page, the reward on the last
+        sample = _episode([{**VALID, "state": page} for page in pages], list(range(0, 4 * len(pages), 4)),
+                          4 * len(pages))
+        sample.reward, sample.info["turn_rewards"] = 1.0, [0.0] * (len(pages) - 1) + [1.0]
+        return sample
+
+    alike = Group(TASK, [0], [solved(["p", "q", "end"]) for _ in range(4)])
+    states = ZeroVarianceFilter(TurnCredit("state", discount=0.95))
+    assert not states.keep(alike) and not ZeroVarianceFilter(TurnCredit()).keep(alike)
+    # one episode reached q through another page, one turn later: from the start, its return is lower
+    detour = Group(TASK, [0], [solved(["p", "q", "end"]) for _ in range(3)] + [solved(["r", "s", "q", "end"])])
+    assert states.keep(detour) and not ZeroVarianceFilter(TurnCredit()).keep(detour)
 
 
 def test_the_update_credits_turns_where_a_group_has_them_and_episodes_elsewhere():
@@ -166,7 +192,7 @@ def test_one_micro_batch_trains_turn_credited_episodes_beside_plain_samples():
     plain = [Sample("a", [1, 2], [0.0, 0.0], True, reward=r) for r in (1.0, 0.0)]
     groups = [Group(TASK, [0], episodes), Group(Task("q", "1", "add", 1, "add:q"), [0], plain)]
     before = [p.detach().clone() for p in policy.trainable]
-    metrics = policy_gradient_update(policy, groups, get_algorithm("grpo"), AlgorithmConfig(turn_credit=TurnCredit()), 1.0, 8)
+    metrics = policy_gradient_update(policy, groups, get_algorithm("grpo"), AlgorithmConfig(turn_credit=True), 1.0, 8)
     assert math.isfinite(metrics["train/loss"]) and metrics["train/trained_tokens"] == 6 + 6 + 2 + 2
     assert any(not torch.equal(a, b) for a, b in zip(before, policy.trainable))
 

@@ -41,6 +41,7 @@ from autotelic.rollout.generate import RolloutWorker
 from autotelic.rollout.pipeline import RolloutPipeline
 from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
 from autotelic.sandbox import configure as configure_sandbox
+from autotelic.turn_credit import turn_credit_of
 from autotelic.types import Task
 from autotelic.update import SideLearner
 
@@ -165,9 +166,7 @@ def build_filters(config: RunConfig) -> list[GroupFilter]:
     cfg = config.filter
     filters = [*get_mode(config.generate.mode).filters(config)]
     if cfg.drop_zero_variance:
-        algo = config.algorithm
-        filters.append(ZeroVarianceFilter(by_turn=algo.turn_credit,
-                                          discount=algo.step_discount if algo.turn_baseline == "state" else 1.0))
+        filters.append(ZeroVarianceFilter(turn_credit_of(config.algorithm)))
     if cfg.min_reward_std > 0:
         filters.append(MinStdFilter(cfg.min_reward_std))
     if cfg.pass_rate_band is not None:

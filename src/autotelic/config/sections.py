@@ -244,7 +244,8 @@ class AlgorithmConfig:
     """AdamW weight decay."""
     turn_credit: bool = False
     """Multi-turn episodes: each turn's advantage is its return from there on (its own and later turns' rewards,
-    e.g. OpAgent's per-step decision tree), normalised over the group's turns, instead of one per episode."""
+    e.g. OpAgent's per-step decision tree), compared with other turns of its group (turn_baseline), instead of one
+    per episode."""
     turn_baseline: Literal["group", "state"] = "group"
     """turn_credit: what each turn's return is compared with: every turn of its group (group), or GiGPO's step
     groups (state, Feng et al. 2025): the episode's reward against the group's, plus step_weight x the turn's

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Callable, Protocol, runtime_checkable
 
-from autotelic.algorithms import returns_to_go
 from autotelic.tasks import get_family
+from autotelic.turn_credit import TurnCredit, credits_turns
 from autotelic.types import Group, Sample, Task
 
 log = logging.getLogger(__name__)
@@ -92,12 +92,17 @@ def weighted_scorer(parts: list[tuple[Scorer, float]]) -> Scorer:
     """Sum of weighted rewards; a nan in any part makes the sample nan. Episodes also get their rewards per turn
     (``record_turn_rewards``), for turn-level credit, a single outcome reward too (on their last turn)."""
 
+    names = [getattr(scorer, "__name__", getattr(scorer, "name", "reward")) for scorer, _ in parts]
+
     def score(group: Group) -> list[float]:
         columns = [[weight * value for value in scorer(group)] for scorer, weight in parts]
+        for name, column in zip(names, columns):
+            if len(column) != len(group.samples):
+                raise ValueError(f"{name} returned {len(column)} rewards for {len(group.samples)} samples")
         record_turn_rewards(group, parts, columns)
         return [sum(values) for values in zip(*columns)]
 
-    score.__name__ = "+".join(getattr(scorer, "__name__", getattr(scorer, "name", "reward")) for scorer, _ in parts)
+    score.__name__ = "+".join(names)
     return score
 
 
@@ -149,19 +154,17 @@ class GroupFilter(Protocol):
 
 @dataclass(frozen=True)
 class ZeroVarianceFilter:
-    """Groups whose rewards are all equal give every sample a zero advantage: no signal. With ``by_turn``
-    (turn-level credit) a group whose episodes' returns from some turn on (discounted by ``discount``) differ
-    still has signal."""
+    """Groups whose rewards are all equal give every sample a zero advantage: no signal. With ``turn_credit``, a
+    group of episodes credited per turn is kept where some turn's advantage is not zero (episodes that end alike
+    but whose turns differ; with state groups, turns from one state whose returns differ), and only there."""
 
-    by_turn: bool = False
-    discount: float = 1.0
+    turn_credit: TurnCredit | None = None
     name: str = "zero_variance"
 
     def keep(self, group: Group) -> bool:
+        if self.turn_credit is not None and credits_turns(group):
+            return any(abs(a) > 1e-8 for row in self.turn_credit.advantages(group, scale=False) for a in row)
         rewards = group.rewards
-        if self.by_turn:
-            rewards = rewards + [g for s in group.samples
-                                 for g in returns_to_go(s.info.get("turn_rewards", ()), self.discount)]
         return max(rewards) - min(rewards) > 1e-8
 
 
