@@ -151,6 +151,9 @@ def test_early_exit_decision_and_overlong_handling():
     score_groups(groups, _per_sample(lambda t, c: 1.0))
     shape_overlong(groups, max_new_tokens=24, buffer=8)
     assert groups[0].rewards == [1.0, 0.5]
+    episode = Sample("", [0] * 20, [0.0] * 20, False, reward=1.0, info={"turn_rewards": [0.25, 0.75]})
+    shape_overlong([Group(Task("q", "", "add", 1, "add:q"), [0], [episode])], max_new_tokens=24, buffer=8)
+    assert episode.reward == 0.5 and episode.info["turn_rewards"] == [0.25, 0.25]  # turn credit sees it too
     assert mask_truncated(groups) == 1
     assert groups[0].samples[0].loss_mask() == [1] * 8 and groups[0].samples[1].loss_mask() == [0] * 20
 

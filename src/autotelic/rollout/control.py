@@ -87,11 +87,15 @@ def overlong_penalty(length: int, max_new_tokens: int, buffer: int) -> float:
 
 
 def shape_overlong(groups: list[Group], max_new_tokens: int, buffer: int) -> None:
-    """Add the soft overlong penalty to every scored sample's reward."""
+    """Add the soft overlong penalty to every scored sample's reward, and to its last turn's reward where turn
+    credit reads them (an episode's length is its turns' and observations' together)."""
     for group in groups:
         for sample in group.samples:
             if sample.reward is not None:
-                sample.reward += overlong_penalty(len(sample.token_ids), max_new_tokens, buffer)
+                penalty = overlong_penalty(len(sample.token_ids), max_new_tokens, buffer)
+                sample.reward += penalty
+                if sample.info.get("turn_rewards"):
+                    sample.info["turn_rewards"][-1] += penalty
 
 
 def mask_truncated(groups: list[Group]) -> int:
