@@ -234,6 +234,9 @@ def test_the_intra_tree_term_cancels_on_the_turns_siblings_share():
       "curriculum.families=[guess_number]"], "algorithm.turn_baseline=state sets what turn credit compares each turn "
                                              "with, and turn credit is off: set algorithm.turn_credit=true"),
     (["algorithm.step_discount=1.5"], "algorithm.step_discount"),
+    (["algorithm.turn_credit=true", "generate.mode=episode", "generate.env=guess_number", "algorithm.step_weight=0.5",
+      "curriculum.families=[guess_number]"], "^algorithm.step_weight applies only to GiGPO's step groups, which are "
+                                             "off: set algorithm.turn_baseline=state"),
 ])
 def test_turn_credit_is_refused_where_it_cannot_work(overrides, message):
     from autotelic.checks import TrainingError, check_run

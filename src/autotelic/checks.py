@@ -13,7 +13,7 @@ from autotelic.backends.embedded import RANDOM_PREFIX, ModelFileError
 from autotelic.backends.hf import NAMED_MODELS, resolve_device
 from autotelic.backends.model_dir import model_dir_problem, read_chat_template, sees_images
 from autotelic.backends.vllm import require_vllm, vllm_problems
-from autotelic.config import ConfigError, RunConfig, missing_package
+from autotelic.config import AlgorithmConfig, ConfigError, RunConfig, missing_package
 from autotelic.curricula.evolve import OPERATIONS, unknown_operation
 from autotelic.envs import make_game_factory
 from autotelic.modes import Mode, get_mode
@@ -222,11 +222,15 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
 
 def turn_credit_problems(config: RunConfig, spec: AlgorithmSpec, mode: Mode) -> list[str]:
     """algorithm.turn_credit needs episodes, an advantage it generalises and rewards scored in this process."""
-    if not config.algorithm.turn_credit:
-        return [] if config.algorithm.turn_baseline == "group" else [
-            f"algorithm.turn_baseline={config.algorithm.turn_baseline} sets what turn credit compares each turn "
-            "with, and turn credit is off: set algorithm.turn_credit=true"]
-    problems = []
+    algo, defaults = config.algorithm, AlgorithmConfig()
+    stray = [key for key in ("step_weight", "step_discount") if getattr(algo, key) != getattr(defaults, key)]
+    problems = [f"algorithm.{key} applies only to GiGPO's step groups, which are off: set "
+                "algorithm.turn_baseline=state (with algorithm.turn_credit=true)" for key in stray
+                if algo.turn_baseline != "state"]
+    if not algo.turn_credit:
+        return problems + ([] if algo.turn_baseline == "group" else [
+            f"algorithm.turn_baseline={algo.turn_baseline} sets what turn credit compares each turn with, and turn "
+            "credit is off: set algorithm.turn_credit=true"])
     if not mode.holds_envs(config):
         problems.append(f"algorithm.turn_credit credits the turns of multi-turn episodes: generate.mode="
                         f"{config.generate.mode} steps no environment (use generate.mode=episode)")
