@@ -223,10 +223,10 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
 def turn_credit_problems(config: RunConfig, spec: AlgorithmSpec, mode: Mode) -> list[str]:
     """algorithm.turn_credit needs episodes, an advantage it generalises and rewards scored in this process."""
     algo, defaults = config.algorithm, AlgorithmConfig()
-    stray = [key for key in ("step_weight", "step_discount") if getattr(algo, key) != getattr(defaults, key)]
-    problems = [f"algorithm.{key} applies only to GiGPO's step groups, which are off: set "
-                "algorithm.turn_baseline=state (with algorithm.turn_credit=true)" for key in stray
-                if algo.turn_baseline != "state"]
+    problems = [] if algo.turn_baseline == "state" else [
+        f"algorithm.{key} applies only to GiGPO's step groups, which are off: set algorithm.turn_baseline=state "
+        "(with algorithm.turn_credit=true)"
+        for key in ("step_weight", "step_discount") if getattr(algo, key) != getattr(defaults, key)]
     if not algo.turn_credit:
         return problems + ([] if algo.turn_baseline == "group" else [
             f"algorithm.turn_baseline={algo.turn_baseline} sets what turn credit compares each turn with, and turn "
