@@ -1,10 +1,14 @@
-"""Which layer a value model should read: cross-validation over the value targets of training problems only.
+"""Which layer a value model should read, and whether training its body helps: cross-validation over the value
+targets of training problems only.
 
-The targets are the decoding bench's (``bench/decoding.py``): each seed's ``value_model/value_data.jsonl`` under
-``--runs-dir``, MCTS node values with test-scored rollouts on training problems (the held-out set excluded), the
-seeds' problems disjoint. The problems are split into ``--folds`` folds; for each ``--depths`` value a frozen body
-cut to that share of its layers (``value.depth``) computes every example's features once, and a head is fit
-(``ValueModel.fit``, the recipe's epochs, lr and batch) on the other folds' examples and scores this fold's. Per
+The targets are MCTS node values with test-scored rollouts on training problems (the held-out set excluded): the
+decoding bench's (``bench/decoding.py``: each seed's ``value_model/value_data.jsonl`` under ``--runs-dir``) or the
+files ``autotelic value MODEL --out DIR`` writes (``--data DIR/value_data.jsonl ...``), their problems disjoint. The
+problems are split into ``--folds`` folds; for each ``--depths`` value a frozen body cut to that share of its layers
+(``value.depth``) computes every example's features once, and a head is fit (``ValueModel.fit``, the recipe's
+epochs, lr and batch, or ``value.*`` overrides) on the other folds' examples and scores this fold's. With
+``--bodies frozen lora``, each fold also gets a fresh LoRA body whose head, fit the same way first, goes on training
+with the adapters (``value.body_epochs``, ``value.body_lr``) before scoring the fold from its own features. Per
 problem:
 - pick: the target of the finished answer it scores highest, over the problems whose finished answers differ
   (how well it would choose among best-of-n's candidates; random is their mean, best their maximum);
@@ -16,9 +20,12 @@ over training problems, which is what ``value.tasks`` buys.
 
     python bench/value_depth.py --runs-dir RUNS --depths 0.4 0.6 0.8 1.0
     python bench/value_depth.py --runs-dir RUNS --depths 0.6 --shares 0.25 0.5 0.75 1.0
-Writes bench/results/value_depth-*.json: a row per depth and share, comparisons depth_<d>_vs_depth_<deepest> on
-pick at the largest share, and with shares depth_<d>_share_<largest>_vs_share_<s> on pick, finished AUC and
-partial AUC (each paired over the problems, one cross-validation), the data files' sha256 in the summary.
+    python bench/value_depth.py --data D0/value_data.jsonl D1/value_data.jsonl --depths 0.6 --bodies frozen lora
+Writes bench/results/value_depth-*.json: a row per body, depth and share, comparisons depth_<d>_vs_depth_<deepest>
+on pick at the largest share, with shares depth_<d>_share_<largest>_vs_share_<s> on pick, finished AUC and partial
+AUC, with bodies <body>_vs_<first body>_depth_<d> on the three (each paired over the problems, one
+cross-validation; a trained body's depth and share comparisons are prefixed with its name), the data files'
+sha256 in the summary.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import argparse
 import hashlib
 import json
 import random
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import artifacts  # bench/artifacts.py: the importing script's directory is on sys.path
@@ -37,7 +46,7 @@ from runs import comparison_line
 from stats import Comparison, compare
 
 from autotelic.loading import load_config
-from autotelic.value_model import ValueExample, ValueModel
+from autotelic.value_model import BODIES, ValueExample, ValueModel
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
 RIGHT, PROMISING = 0.9, 0.5
@@ -57,10 +66,12 @@ def within_problem_auc(scored: list[tuple[float, float]], threshold: float) -> f
     return float(np.mean([(g > b) + 0.5 * (g == b) for g in good for b in bad]))
 
 
-def score_folds(examples: list[ValueExample], features: torch.Tensor, model: ValueModel, folds: list[set[str]],
-                fit: dict[str, float], share: float = 1.0) -> tuple[list[float], float]:
-    """Each example's score from a head fit on ``share`` of the other folds' problems, and how many problems a
-    head was fit on (the mean over folds)."""
+def score_folds(examples: list[ValueExample], features: torch.Tensor, fold_model: Callable[[], ValueModel],
+                folds: list[set[str]], fit: dict[str, float], share: float = 1.0) -> tuple[list[float], float]:
+    """Each example's score from a value model fit on ``share`` of the other folds' problems, and how many
+    problems a model was fit on (the mean over folds). ``features``: every example's under the untrained body, for
+    each fold's head to start from; a trained body (``fold_model`` gives a fresh one per fold) then scores its held
+    fold from its own features."""
     scores, fitted_on = [0.0] * len(examples), []
     for fold, held in enumerate(folds):
         others = sorted({e.prompt for e in examples} - held)
@@ -69,9 +80,12 @@ def score_folds(examples: list[ValueExample], features: torch.Tensor, model: Val
         fitted_on.append(len(kept))
         train = [i for i, e in enumerate(examples) if e.prompt in kept]
         test = [i for i, e in enumerate(examples) if e.prompt in held]
+        model = fold_model()
         model.fit([examples[i] for i in train], features=features[train], seed=fold, **fit)
+        held_features = (model.kept_prompt_features([(examples[i].prompt, examples[i].response) for i in test])
+                         if model.train_body else features[test])
         with torch.no_grad():
-            for i, value in zip(test, model.head(features[test]).tolist()):
+            for i, value in zip(test, model.head(held_features).tolist()):
                 scores[i] = value
     return scores, float(np.mean(fitted_on))
 
@@ -104,61 +118,97 @@ def paired(name: str, baseline: dict[str, dict[str, float]], arm: dict[str, dict
     return compare(name, [[baseline[p][measure] for p in shared]], [[arm[p][measure] for p in shared]])
 
 
+def data_files(args: argparse.Namespace) -> list[Path]:
+    if args.data:
+        missing = [str(f) for f in args.data if not f.is_file()]
+        if missing:
+            raise SystemExit(f"--data {' '.join(missing)}: no such file; `autotelic value MODEL --out DIR` writes "
+                             "DIR/value_data.jsonl")
+        return sorted(args.data)
+    files = sorted(args.runs_dir.glob("decoding-s*/value_model/value_data.jsonl"))
+    if not files:
+        raise SystemExit(f"{args.runs_dir}: no decoding-s*/value_model/value_data.jsonl; run bench/decoding.py "
+                         "with --runs-dir there first")
+    return files
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs-dir", type=Path, required=True, help="a bench/decoding.py runs directory")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--runs-dir", type=Path, help="a bench/decoding.py runs directory")
+    source.add_argument("--data", type=Path, nargs="+", help="value_data.jsonl files (`autotelic value --out`)")
     parser.add_argument("--depths", type=float, nargs="+", default=[0.4, 0.6, 0.8, 1.0])
+    parser.add_argument("--bodies", nargs="+", choices=BODIES, default=["frozen"],
+                        help="value.body for each arm: lora and full go on training the body after the head")
     parser.add_argument("--shares", type=float, nargs="+", default=[1.0],
                         help="shares of the other folds' problems each head is fit on (a learning curve)")
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--model", default=None, help="the body (default: the recipe's, the embedded model)")
     parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS)
+    parser.add_argument("overrides", nargs="*", help="value.* overrides of the recipe (the fit's settings)")
     args = parser.parse_args()
     if not all(0.0 < share <= 1.0 for share in args.shares):
         raise SystemExit(f"--shares {' '.join(map(str, args.shares))}: each share is a fraction in (0, 1] of the "
                          "training folds' problems")
-    files = sorted(args.runs_dir.glob("decoding-s*/value_model/value_data.jsonl"))
-    if not files:
-        raise SystemExit(f"{args.runs_dir}: no decoding-s*/value_model/value_data.jsonl; run bench/decoding.py "
-                         "with --runs-dir there first")
+    files = data_files(args)
     examples = [ValueExample(**json.loads(line)) for file in files for line in file.read_text().splitlines()]
     prompts = sorted({e.prompt for e in examples})
     random.Random(0).shuffle(prompts)
     folds = [set(prompts[k::args.folds]) for k in range(args.folds)]
-    value = load_config(RECIPE, []).value
-    fit = {"epochs": value.epochs, "lr": value.lr, "batch_size": value.batch_size}
+    value = load_config(RECIPE, args.overrides).value
+    fit = {"epochs": value.epochs, "lr": value.lr, "batch_size": value.batch_size, "body_epochs": value.body_epochs,
+           "body_lr": value.body_lr}
     torch.set_num_threads(1)
     rows, per_problem = [], {}
     for depth in args.depths:
-        model = ValueModel(args.model, depth=depth)
-        features = model.kept_prompt_features([(e.prompt, e.response) for e in examples])
-        for share in args.shares:
-            scores, fitted_on = score_folds(examples, features, model, folds, fit, share)
-            measures = problem_measures(examples, scores)
-            per_problem[depth, share] = measures
-            row = {"arm": f"depth {depth}" + (f", share {share}" if len(args.shares) > 1 else ""), "seed": 0,
-                   "depth": depth, "layers": model.body.config.num_hidden_layers, "share": share,
-                   "fit_problems": fitted_on, "problems": len(prompts),
-                   "pick_problems": sum("pick" in m for m in measures.values())}
-            for name in ("pick", "random", "best", *AUCS):
-                values = [m[name] for m in measures.values() if name in m]
-                row[name] = float(np.mean(values))
-                row[f"{name}_problems"] = len(values)
-            rows.append(row)
-            print(f"{row['arm']} ({row['layers']} layers, heads fit on {fitted_on:.0f} problems): pick "
-                  f"{row['pick']:.3f} (random {row['random']:.3f}, best {row['best']:.3f}, {row['pick_problems']} "
-                  f"problems)  finished AUC {row['finished_auc']:.3f}  partial AUC {row['partial_auc']:.3f}",
-                  flush=True)
-    last, full = max(args.depths), max(args.shares)
-    comparisons = [paired(f"depth_{depth}_vs_depth_{last}", per_problem[last, full], per_problem[depth, full],
-                          "pick") for depth in args.depths if depth != last]
-    comparisons += [paired(f"depth_{depth}_share_{full}_vs_share_{share}" + ("" if name == "pick" else f"_{name}"),
-                           per_problem[depth, share], per_problem[depth, full], name)
-                    for depth in args.depths for share in args.shares if share != full for name in ("pick", *AUCS)]
+        frozen = ValueModel(args.model, depth=depth)
+        features = frozen.kept_prompt_features([(e.prompt, e.response) for e in examples])
+        for body in args.bodies:
+            def fold_model() -> ValueModel:  # a trained body starts afresh in each fold
+                return frozen if body == "frozen" else ValueModel(args.model, body=body, depth=depth)
+
+            for share in args.shares:
+                started = time.perf_counter()
+                scores, fitted_on = score_folds(examples, features, fold_model, folds, fit, share)
+                measures = problem_measures(examples, scores)
+                per_problem[body, depth, share] = measures
+                row = {"arm": ", ".join([*([f"{body} body"] if len(args.bodies) > 1 else []), f"depth {depth}",
+                                         *([f"share {share}"] if len(args.shares) > 1 else [])]), "seed": 0,
+                       "body": body, "depth": depth, "layers": frozen.body.config.num_hidden_layers, "share": share,
+                       "fit_problems": fitted_on, "problems": len(prompts),
+                       "pick_problems": sum("pick" in m for m in measures.values()),
+                       "fit_seconds": round(time.perf_counter() - started, 1)}
+                for name in ("pick", "random", "best", *AUCS):
+                    values = [m[name] for m in measures.values() if name in m]
+                    row[name] = float(np.mean(values))
+                    row[f"{name}_problems"] = len(values)
+                rows.append(row)
+                print(f"{row['arm']} ({row['layers']} layers, fit on {fitted_on:.0f} problems): pick "
+                      f"{row['pick']:.3f} (random {row['random']:.3f}, best {row['best']:.3f}, "
+                      f"{row['pick_problems']} problems)  finished AUC {row['finished_auc']:.3f}  partial AUC "
+                      f"{row['partial_auc']:.3f}  ({row['fit_seconds']:.0f} s)", flush=True)
+    last, full, base = max(args.depths), max(args.shares), args.bodies[0]
+
+    def named(body: str, name: str) -> str:
+        return name if body == "frozen" else f"{body}_{name}"
+
+    def measured(measure: str) -> str:
+        return "" if measure == "pick" else f"_{measure}"
+
+    comparisons = [paired(named(body, f"depth_{depth}_vs_depth_{last}"), per_problem[body, last, full],
+                          per_problem[body, depth, full], "pick")
+                   for body in args.bodies for depth in args.depths if depth != last]
+    comparisons += [paired(named(body, f"depth_{depth}_share_{full}_vs_share_{share}") + measured(name),
+                           per_problem[body, depth, share], per_problem[body, depth, full], name)
+                    for body in args.bodies for depth in args.depths for share in args.shares if share != full
+                    for name in ("pick", *AUCS)]
+    comparisons += [paired(f"{body}_vs_{base}_depth_{depth}" + measured(name), per_problem[base, depth, full],
+                           per_problem[body, depth, full], name)
+                    for body in args.bodies if body != base for depth in args.depths for name in ("pick", *AUCS)]
     path = artifacts.write("value_depth", rows, comparisons, {
         "data": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}, "examples": len(examples),
-        "folds": args.folds, "shares": args.shares, "fit": fit, "model": args.model or "the recipe's"},
-        directory=args.results_dir)
+        "folds": args.folds, "shares": args.shares, "bodies": args.bodies, "fit": fit,
+        "model": args.model or "the recipe's"}, directory=args.results_dir)
     print(f"artifact: {path}")
     for comparison in comparisons:
         print(comparison_line(comparison))

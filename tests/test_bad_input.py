@@ -504,6 +504,8 @@ RUN_DIRS = [  # (command, how the run directory is damaged, the message); {run} 
     (["eval"], None, "{run} is neither a run directory (no config.yaml) nor a Hugging Face model directory"),
     (["eval"], lambda run: None, "{run} has no exported model yet: run `autotelic export {run}` first"),
     (["eval"], _broken_config, "is not valid YAML"),
+    (["eval", "-c", "recipes/rest-rl-code.yaml"], lambda run: None,
+     "{run} is a run directory, which brings its own config: drop the recipe (recipes/rest-rl-code.yaml)"),
     (["pairs", "--out", "OUT"], lambda run: None, "{run} has no rollouts.jsonl"),
     (["pairs", "--out", "OUT"], lambda run: _rollouts(run, ROLLOUT + "{half a row"),
      "{run}/rollouts.jsonl:2: not valid JSON"),

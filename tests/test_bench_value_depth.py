@@ -20,6 +20,18 @@ from autotelic.value_model import ValueExample  # noqa: E402
 DONE = "```python\ndef f(x):\n    return x{}\n```"
 
 
+def value_rows(problems: range) -> list[dict]:
+    """Per problem: a right and a wrong finished answer, a promising partial one (measured twice) and a refusal."""
+    rows = []
+    for k in problems:
+        prompt = f"Write f that adds {k}."
+        rows += [{"prompt": prompt, "response": DONE.format(f" + {k}"), "target": 1.0, "weight": 1.0},
+                 {"prompt": prompt, "response": DONE.format(f" * {k}"), "target": 0.0, "weight": 1.0},
+                 {"prompt": prompt, "response": "```python\ndef f(x):\n", "target": 0.5, "weight": 2.0},
+                 {"prompt": prompt, "response": "I can't", "target": 0.0, "weight": 1.0}]
+    return rows
+
+
 def test_measures_read_the_pick_and_both_rankings_per_problem():
     examples = [ValueExample("p", DONE.format(" + 1"), 1.0), ValueExample("p", DONE.format(""), 0.0),
                 ValueExample("p", DONE.format(" - 1"), 0.5), ValueExample("p", "```python\ndef f(x):\n", 0.8),
@@ -35,14 +47,7 @@ def test_measures_read_the_pick_and_both_rankings_per_problem():
 def test_the_bench_cross_validates_each_depth_and_share_and_writes_their_comparisons(tmp_path):
     data = tmp_path / "runs" / "decoding-s0" / "value_model"
     data.mkdir(parents=True)
-    rows = []
-    for k in range(8):
-        prompt = f"Write f that adds {k}."
-        rows += [{"prompt": prompt, "response": DONE.format(f" + {k}"), "target": 1.0, "weight": 1.0},
-                 {"prompt": prompt, "response": DONE.format(f" * {k}"), "target": 0.0, "weight": 1.0},
-                 {"prompt": prompt, "response": "```python\ndef f(x):\n", "target": 0.5, "weight": 2.0},
-                 {"prompt": prompt, "response": "I can't", "target": 0.0, "weight": 1.0}]
-    (data / "value_data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (data / "value_data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in value_rows(range(8))))
     done = subprocess.run([sys.executable, str(BENCH / "value_depth.py"), "--runs-dir", str(tmp_path / "runs"),
                            "--depths", "0.5", "1.0", "--shares", "0.5", "1.0", "--folds", "2",
                            "--model", "random:qwen2-tiny",
@@ -61,3 +66,27 @@ def test_the_bench_cross_validates_each_depth_and_share_and_writes_their_compari
     assert list(artifact["summary"]["data"]) == [str(data / "value_data.jsonl")]
     assert artifact["command"].startswith("python bench/value_depth.py --runs-dir")  # named from the checkout's root
     assert "depth_0.5_vs_depth_1.0: gain_points=" in done.stdout
+
+
+def test_the_bench_compares_a_lora_body_with_the_frozen_one_on_value_files(tmp_path):
+    files = [tmp_path / f"v{k}" / "value_data.jsonl" for k in range(2)]  # as `autotelic value --out v0` writes
+    for k, file in enumerate(files):
+        file.parent.mkdir()
+        file.write_text("".join(json.dumps(r) + "\n" for r in value_rows(range(3 * k, 3 * k + 3))))
+    command = [sys.executable, str(BENCH / "value_depth.py"), "--data", *map(str, files), "--depths", "1.0",
+               "--bodies", "frozen", "lora", "--folds", "2", "--model", "random:qwen2-tiny",
+               "--results-dir", str(tmp_path / "results"), "value.body_epochs=1", "value.body_lr=1e-3"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    artifact = json.loads(next((tmp_path / "results").glob("value_depth-*.json")).read_text())
+    assert [(r["arm"], r["body"], r["pick_problems"]) for r in artifact["rows"]] == [
+        ("frozen body, depth 1.0", "frozen", 6), ("lora body, depth 1.0", "lora", 6)]
+    assert {c["name"]: c["heldout_n"] for c in artifact["comparisons"]} == {
+        "lora_vs_frozen_depth_1.0": 6, "lora_vs_frozen_depth_1.0_finished_auc": 6,
+        "lora_vs_frozen_depth_1.0_partial_auc": 6}
+    assert artifact["summary"]["fit"]["body_epochs"] == 1 and artifact["summary"]["fit"]["body_lr"] == 1e-3
+    assert list(artifact["summary"]["data"]) == [str(f) for f in files]
+    missing = subprocess.run([*command[:3], str(tmp_path / "none.jsonl"), *command[4:]], capture_output=True,
+                             text=True, timeout=120)
+    assert missing.returncode != 0 and "none.jsonl: no such file" in missing.stderr
+    assert "Traceback" not in missing.stderr

@@ -157,7 +157,13 @@ def test_a_lora_value_body_trains_its_adapters_and_saves_them_merged(tmp_path):
     model = ValueModel(None, body="lora")
     adapters = {n: p.detach().clone() for n, p in model.body.named_parameters() if p.requires_grad}
     assert adapters and all("lora_" in n for n in adapters)  # only the adapters train in the body
-    metrics = model.fit(examples, epochs=4, lr=3e-3, batch_size=4)  # 4 steps, each through the whole body
+    probe = ValueModel(None)  # the head alone on the frozen body: LoRA's first stage, its adapters still zero
+    probe.fit(examples, epochs=4, lr=3e-3, batch_size=4, seed=1)
+    model.fit(examples, epochs=4, lr=3e-3, batch_size=4, seed=1, body_epochs=0)
+    seen = [(e.prompt, e.response) for e in examples]
+    assert model.predict(seen) == pytest.approx(probe.predict(seen), abs=1e-5)
+    assert all(torch.equal(adapters[n], p) for n, p in model.body.named_parameters() if p.requires_grad)
+    metrics = model.fit(examples, epochs=4, lr=3e-3, batch_size=4, body_epochs=2, body_lr=1e-3)  # 2 body steps
     assert metrics["value/train_mae"] < 0.35
     trained = dict(model.body.named_parameters())
     assert any(not torch.equal(adapters[n], trained[n]) for n in adapters)
@@ -255,3 +261,9 @@ def test_rest_rl_recipe_trains_the_value_model_and_eval_decodes_with_it(tmp_path
     assert own.exit_code == 0, own.output[-2000:]
     missing = cli.invoke(app, ["eval", str(run_dir / "model"), "eval.decoding=vm_mcts"])
     assert missing.exit_code == 2 and "needs a value model" in missing.stderr
+    # a plain model directory searches the tasks of the recipe it is given (by default the default recipe's)
+    as_model = cli.invoke(app, ["value", str(run_dir / "model"), "-c", "recipes/rest-rl-code.yaml", "--out",
+                                str(tmp_path / "vm2"), "value.tasks=1", "value.iterations=1", "value.epochs=2"])
+    assert as_model.exit_code == 0, as_model.output[-2000:]
+    prompts = {json.loads(line)["prompt"] for line in (tmp_path / "vm2" / "value_data.jsonl").read_text().splitlines()}
+    assert prompts and all("```python" in prompt for prompt in prompts)  # pyfunc problems, not arithmetic

@@ -54,14 +54,15 @@ def train(config: str | Path | RunConfig | None = None, overrides: list[str] | t
     return run(run_config)
 
 
-def evaluate(target: str | Path, overrides: list[str] | tuple[str, ...] = (),
+def evaluate(target: str | Path, overrides: list[str] | tuple[str, ...] = (), recipe: str | Path | None = None,
              **sections: dict[str, Any]) -> dict[str, Any]:
     """Held-out accuracy of a run directory's exported model or of a model directory, as ``autotelic eval``
-    prints it: ``overrides`` as dotted key=value, ``sections`` by section (``eval={"per_level": 4}``)."""
+    prints it: ``overrides`` as dotted key=value, ``sections`` by section (``eval={"per_level": 4}``); a model
+    directory is evaluated on ``recipe``'s tasks and settings (a run directory brings its own)."""
     from autotelic.config import section_overrides
     from autotelic.targets import evaluate_target
 
-    return evaluate_target(target, [*overrides, *section_overrides(sections)])
+    return evaluate_target(target, [*overrides, *section_overrides(sections)], recipe)
 
 
 def __getattr__(name: str) -> Any:

@@ -30,6 +30,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 USER_ERRORS = (ConfigError, ModelFileError, TrainingError, EmptyFamilyError, EmptyPoolError, UnknownFamilyError,
                UnknownEnvironmentError, PairsFileError, CheckpointError, ReplayError, FileNotFoundError)
 OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g. train.steps=30")
+RECIPE_FOR_MODEL = typer.Option(None, "--config", "-c", help="For a model directory: the recipe whose tasks and "
+                                "settings apply (default: the defaults); a run directory brings its own.")
 
 
 def _fail(error: Exception) -> None:
@@ -82,6 +84,7 @@ def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
 def evaluate_command(
     target: str = typer.Argument(..., help="A run directory (its exported model) or a model directory."),
     overrides: Optional[list[str]] = OVERRIDES,
+    recipe: Optional[Path] = RECIPE_FOR_MODEL,
 ) -> None:
     """Held-out accuracy of a run's final model or of any local model directory; eval.decoding picks
     greedy, best_of_n or vm_mcts (the last two with eval.token_budget and eval.value_model, by default
@@ -90,7 +93,7 @@ def evaluate_command(
     from autotelic.targets import evaluate_target
 
     try:
-        summary = evaluate_target(target, list(overrides or []))
+        summary = evaluate_target(target, list(overrides or []), recipe)
     except (*USER_ERRORS, ValueError) as error:
         _fail(error)
     typer.echo(json.dumps(summary, indent=2))
@@ -101,6 +104,7 @@ def value(
     target: str = typer.Argument(..., help="A run directory (its exported model) or a model directory."),
     out: Path = typer.Option(..., "--out", "-o", help="Directory for the value model and its training data."),
     overrides: Optional[list[str]] = OVERRIDES,
+    recipe: Optional[Path] = RECIPE_FOR_MODEL,
 ) -> None:
     """VM-MCTS: label partial responses of training tasks by tree search with scored rollouts, and train
     a value model on them (then: autotelic eval TARGET eval.decoding=vm_mcts eval.value_model=OUT)."""
@@ -113,7 +117,7 @@ def value(
     from autotelic.vm_mcts import train_value_model
 
     try:
-        config, model_dir = target_config(target, list(overrides or []))
+        config, model_dir = target_config(target, list(overrides or []), recipe)
         heldout = build_heldout(config)
         sandbox_isolation(config)  # before the policy loads
         policy = target_policy(config, model_dir)

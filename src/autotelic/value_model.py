@@ -9,8 +9,8 @@ choice on training problems' value targets; 0.6 of the embedded model's depth al
 held-out problems of the ReST-RL bench the response mean ranked correct above wrong partial
 programs far better than the last token's state: AUC 0.97 vs 0.59, standardised, 62 test nodes.) By default the
 body stays frozen (``body="frozen"``) and its features are computed once, which makes training a matter of seconds
-on a CPU; ``body="lora"`` trains LoRA adapters on it with the head (merged into the saved body), ``body="full"``
-fine-tunes all of it (the paper's setting, for GPUs).
+on a CPU; with ``body="lora"`` the head, once fit alone, goes on training with LoRA adapters on the body (merged
+into the saved body), with ``body="full"`` with all of the body (the paper's setting, for GPUs).
 
 Outside training, a prompt's attention state is computed once and kept (``PROMPT_STATES`` prompts, the most recently
 used): search asks for the value of many partial responses to the same problem, each call a line longer, and a
@@ -191,10 +191,13 @@ class ValueModel:
 
     # ---- training ----------------------------------------------------------------------------
     def fit(self, examples: list[ValueExample], epochs: int = 30, lr: float = 1e-3, batch_size: int = 16,
-            seed: int = 0, features: torch.Tensor | None = None) -> dict[str, float]:
-        """A fresh head (and the body's trainable weights) by binary cross-entropy against soft targets, weighted per
-        example. ``features``: the examples' ``kept_prompt_features``, computed once by the caller for several fits
-        of a frozen body (cross-validation). Returns the final losses."""
+            seed: int = 0, features: torch.Tensor | None = None, body_epochs: int = 2,
+            body_lr: float = 1e-4) -> dict[str, float]:
+        """A fresh head by binary cross-entropy against soft targets, weighted per example: ``epochs`` passes on the
+        body's features as they are, then, for a trained body (lora, full), ``body_epochs`` passes that train the
+        body at ``body_lr`` with the head (a linear probe first, then fine-tuning: a fresh head's first gradients
+        would disturb the body). ``features``: the examples' ``kept_prompt_features`` under the body's present
+        weights, computed once by the caller for several fits (cross-validation). Returns the final losses."""
         if not examples:
             raise ValueError("no value examples to train on (the search found no scored nodes)")
         bad = [e for e in examples if not 0.0 <= e.target <= 1.0]
@@ -205,36 +208,39 @@ class ValueModel:
         targets = torch.tensor([e.target for e in examples])
         weights = torch.tensor([e.weight for e in examples])
         weights = weights / weights.mean()
-        if features is not None and self.train_body:
-            raise ValueError("precomputed features hold only for a frozen body (a trained one changes them)")
         initial = self.kept_prompt_features(pairs, batch_size) if features is None else features
-        if self.train_body:  # the states are of the body before it trains
-            self._prompt_states.clear()
         self.head = ValueHead(self.body.config.hidden_size)
         self.head.set_statistics(initial)
-        cached = None if self.train_body else initial
-        params = list(self.head.parameters()) + [p for p in self.body.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-        order = list(range(len(examples)))
         rng = random.Random(seed)
-        loss_value = 0.0
-        for _ in range(epochs):
-            rng.shuffle(order)
-            total = 0.0
-            for start in range(0, len(order), batch_size):
-                index = order[start:start + batch_size]
-                feats = cached[index] if cached is not None else self.features([pairs[i] for i in index], batch_size)
-                logits = self.head(feats)
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                    logits, targets[index], weight=weights[index])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                total += loss.item() * len(index)
-            loss_value = total / len(order)
+
+        def passes(count: int, optimizer: torch.optim.Optimizer, features_of: Any) -> float:
+            order, loss_value = list(range(len(examples))), 0.0
+            for _ in range(count):
+                rng.shuffle(order)
+                total = 0.0
+                for start in range(0, len(order), batch_size):
+                    index = order[start:start + batch_size]
+                    loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                        self.head(features_of(index)), targets[index], weight=weights[index])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    total += loss.item() * len(index)
+                loss_value = total / len(order)
+            return loss_value
+
+        head_params = list(self.head.parameters())
+        loss_value = passes(epochs, torch.optim.AdamW(head_params, lr=lr, weight_decay=0.01), lambda i: initial[i])
+        final = initial
+        if self.train_body and body_epochs:
+            self._prompt_states.clear()  # the states are of the body before it trains
+            body_params = [p for p in self.body.parameters() if p.requires_grad]
+            optimizer = torch.optim.AdamW([{"params": head_params, "lr": lr}, {"params": body_params, "lr": body_lr}],
+                                          weight_decay=0.01)
+            loss_value = passes(body_epochs, optimizer, lambda i: self.features([pairs[k] for k in i], batch_size))
+            final = self.kept_prompt_features(pairs, batch_size)
         with torch.no_grad():
-            feats = cached if cached is not None else self.kept_prompt_features(pairs, batch_size)
-            predicted = torch.sigmoid(self.head(feats))
+            predicted = torch.sigmoid(self.head(final))
         return {"value/train_loss": loss_value,
                 "value/train_mae": float((predicted - targets).abs().mean()),
                 "value/examples": float(len(examples))}

@@ -51,7 +51,8 @@ def train_value_model(policy: PolicyBackend, config: RunConfig, scorer: Response
         for example in examples:
             file.write(json.dumps(example.__dict__) + "\n")
     model = ValueModel(cfg.base_model or body, cfg.body, system_prompt=config.model.system_prompt, depth=cfg.depth)
-    metrics = model.fit(examples, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=config.train.seed)
+    metrics = model.fit(examples, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=config.train.seed,
+                        body_epochs=cfg.body_epochs, body_lr=cfg.body_lr)
     model.save(out_dir)
     targets = [e.target for e in examples]
     metrics.update({"value/target_mean": sum(targets) / len(targets),

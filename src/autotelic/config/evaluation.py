@@ -78,9 +78,14 @@ class ValueConfig:
     embedded model's pyfunc value targets, cross-validated over training problems (bench/value_depth.py,
     docs/results.md), 0.6 of the depth picked and ranked answers and partial programs better than the last layer."""
     epochs: int = 30
-    """Passes over the collected value targets."""
+    """Passes over the collected value targets that fit the head on the body's features as they are."""
     lr: float = 1e-3
-    """Learning rate of the value model."""
+    """Learning rate of the head."""
+    body_epochs: int = 2
+    """With a trained body (lora, full): passes that then train the body with the head (a linear probe first, then
+    fine-tuning: a fresh head's first gradients would disturb the body)."""
+    body_lr: float = 1e-4
+    """Learning rate of a trained body's weights (LoRA adapters, or all of them)."""
     batch_size: int = 16
     """Value targets per gradient step."""
     decodings: list[str] = field(default_factory=lambda: ["best_of_n", "vm_mcts"])
@@ -91,6 +96,7 @@ class ValueConfig:
                 *self.search.problems(f"{key}.search"), *filled(f"{key}.base_model", self.base_model),
                 *fraction(f"{key}.depth", self.depth, open_low=True),
                 *count(f"{key}.epochs", self.epochs), *positive(f"{key}.lr", self.lr),
+                *count(f"{key}.body_epochs", self.body_epochs, low=0), *positive(f"{key}.body_lr", self.body_lr),
                 *count(f"{key}.batch_size", self.batch_size)]
 
 
