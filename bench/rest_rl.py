@@ -15,6 +15,11 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
         reward at most 0.9, ReST-GRPO's bar for solved) comes back with its reference function (the ``solution``
         column) as one of its 8 samples, half of each step's problems at first, a share that shrinks by a tenth
         every step; the GFCR strategy against the same run without it (demonstrations_vs_grpo);
+- process_reward (``--process-reward VALUE_DIR``): the grpo arm rewarded by the unit tests plus 0.15 times a
+        process reward, the value model in VALUE_DIR (``autotelic value``) read over each answer's lines, its
+        weakest step (``process_value``, min): the GFCR survey's process rewards in training. Below the 0.2 that one
+        of pyfunc's 5 assertions is worth, so the tests decide wherever they differ and the value model orders only
+        the answers they tie on, as in a group all wrong or all right (process_reward_vs_grpo);
 - memory (``--memory``): the grpo arm keeps a memory (``curriculum.memory.at_eval``, ``fraction`` 0: it only banks,
         so it trains exactly as without): problems it solved with its own answers. Its held-out set is answered
         twice on the same weights: alone (eval_after, the grpo numbers) and with the 2 nearest remembered problems
@@ -34,7 +39,7 @@ problems for all.
     python bench/rest_rl.py --training-only --demonstrations --memory --steps 20 --heldout 200 --parallel
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, demonstrations_vs_grpo with --demonstrations,
-memory_vs_grpo with --memory,
+process_reward_vs_grpo with --process-reward, memory_vs_grpo with --memory,
 best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
 prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
@@ -57,7 +62,7 @@ from strategies import demonstrations
 
 from autotelic.evaluation import reselect
 from autotelic.run_log import write_jsonl
-from autotelic.value_model import ValueModel
+from autotelic.value_model import ValueModel, value_model_problem
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
 NO_VALUE = "value.enabled=false"
@@ -71,6 +76,13 @@ REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fr
 GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *demonstrations("solution"), "curriculum.hints.max_reward=0.9"),
              RECIPE)
 REMEMBERS = "curriculum.memory.at_eval=true"
+PROCESS_WEIGHT = 0.15  # of the value model's score beside the unit tests' (the docstring says why)
+
+
+def process_reward(value_dir: Path) -> Arm:
+    rewards = (f"filter.rewards=[{{name: unit_tests}}, {{name: process_value, weight: {PROCESS_WEIGHT}, "
+               f"options: {{model: {value_dir.resolve()}}}}}]")
+    return Arm("process_reward", (*ARMS[0].overrides, rewards), RECIPE)
 
 
 def with_sample_budget(arm: Arm, budget: Budget) -> Arm:
@@ -106,6 +118,8 @@ def main() -> None:
     parser.add_argument("--demonstrations", action="store_true",
                         help="also the grpo arm with guided rollouts by demonstration")
     parser.add_argument("--memory", action="store_true", help="also evaluate the grpo arm with its memory")
+    parser.add_argument("--process-reward", type=Path, default=None, metavar="VALUE_DIR",
+                        help="also the grpo arm with this value model's process reward beside the unit tests")
     # the value model's score of every step of every candidate, in this process once all runs end
     parser.add_argument("--prm", action="store_true", help="also best-of-n picked by the value model read as a PRM")
     parser.add_argument("--training-only", action="store_true",
@@ -118,8 +132,11 @@ def main() -> None:
     budget = budget_from(args)
     rest = Arm("rest", (NO_VALUE,), RECIPE) if args.training_only else ARMS[1]
     grpo = Arm("grpo", (*ARMS[0].overrides, REMEMBERS), RECIPE) if args.memory else ARMS[0]
-    arms = [with_sample_budget(arm, budget) for arm in (grpo, *([GUIDED] if args.demonstrations else []), rest,
-                                                        *([REST_DPO] if args.rest_dpo else []))]
+    if args.process_reward is not None and (problem := value_model_problem(args.process_reward)) is not None:
+        parser.error(f"--process-reward {args.process_reward}: {problem}")
+    process = [process_reward(args.process_reward)] if args.process_reward is not None else []
+    arms = [with_sample_budget(arm, budget) for arm in (grpo, *([GUIDED] if args.demonstrations else []), *process,
+                                                        rest, *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
     training = [compare("rest_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest"])),
@@ -127,6 +144,8 @@ def main() -> None:
                   if args.rest_dpo else []),
                 *([compare("demonstrations_vs_grpo", Measure(trained["grpo"]), Measure(trained["demonstrations"]))]
                   if args.demonstrations else []),
+                *([compare("process_reward_vs_grpo", Measure(trained["grpo"]), Measure(trained["process_reward"]))]
+                  if process else []),
                 *([compare("memory_vs_grpo", Measure(trained["grpo"]), Measure(trained["grpo"], REMEMBERED))]
                   if args.memory else [])]
     if args.training_only:

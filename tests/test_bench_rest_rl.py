@@ -55,3 +55,30 @@ def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path
     answered = [(grpo / name).read_text().splitlines() for name in ("eval_after.jsonl", "eval_after_memory.jsonl")]
     assert len(answered[0]) == len(answered[1]) == 3
     assert done.stdout.strip().splitlines()[-1].startswith("memory_vs_grpo: gain_points=")
+
+
+def test_a_process_reward_arm_needs_a_value_model_directory(tmp_path):
+    done = run_bench(tmp_path, "--training-only", "--process-reward", str(tmp_path), *TINY)
+    assert done.returncode == 2 and "not a value model directory" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_the_process_reward_arm_adds_the_value_models_score_to_the_unit_tests(tmp_path):
+    from autotelic.value_model import ValueExample, ValueModel
+
+    value = ValueModel("random:qwen2-tiny")
+    value.fit([ValueExample("p", "def f():\n    return 1\n", 1.0), ValueExample("p", "I cannot", 0.0)], epochs=1)
+    value.save(tmp_path / "vm")
+    done = run_bench(tmp_path, "--training-only", "--process-reward", str(tmp_path / "vm"), "--steps", "1",
+                     "--seeds", "1", "--heldout", "3", "--parallel", *TINY)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = (tmp_path / "results").glob("rest_rl-*.json")
+    record = json.loads(path.read_text())
+    assert [c["name"] for c in record["comparisons"]] == ["rest_vs_grpo", "process_reward_vs_grpo"]
+    run_dirs = {row["arm"]: Path(row["run_dir"]) for row in record["rows"]}
+    rewards = {arm: [json.loads(line)["reward"] for line in (run_dirs[arm] / "rollouts.jsonl").read_text().splitlines()]
+               for arm in ("grpo", "process_reward")}
+    assert all(round(5 * r, 6).is_integer() for r in rewards["grpo"])  # 5 assertions: the tests pay in fifths
+    assert rewards["process_reward"] and not any(round(5 * r, 6).is_integer() for r in rewards["process_reward"])
+    assert 0.0 < min(rewards["process_reward"]) and max(rewards["process_reward"]) <= 1.15
