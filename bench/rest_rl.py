@@ -37,6 +37,7 @@ problems for all.
     python bench/rest_rl.py --steps 10 --heldout 60 --oracle
     python bench/rest_rl.py --training-only --rest-dpo  # the training arms alone: rest_vs_grpo, rest_dpo_vs_grpo
     python bench/rest_rl.py --training-only --demonstrations --memory --steps 20 --heldout 200 --parallel
+    python bench/rest_rl.py --training-only --no-rest --process-reward VALUE_DIR --steps 20 --heldout 200 --parallel
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, demonstrations_vs_grpo with --demonstrations,
 process_reward_vs_grpo with --process-reward, memory_vs_grpo with --memory,
@@ -46,7 +47,8 @@ oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headro
 have). --prm and --oracle pick again among the candidates the run's best-of-n sampled (``evaluation.reselect``):
 the three selections compare on the same samples, and cost no decoding. ``--training-only`` leaves the rest arm's
 value model and decodings out (``value.enabled=false``): only the training comparisons, without the VM-MCTS stage
-that takes longer than training on a CPU. bench/decoding.py compares the decodings alone on one fixed policy, over
+that takes longer than training on a CPU; with ``--no-rest`` also the rest arm itself, when only the strategies
+against grpo are asked for. bench/decoding.py compares the decodings alone on one fixed policy, over
 seeds of the value model and of sampling.
 """
 
@@ -124,11 +126,15 @@ def main() -> None:
     parser.add_argument("--prm", action="store_true", help="also best-of-n picked by the value model read as a PRM")
     parser.add_argument("--training-only", action="store_true",
                         help="only the training comparisons: no value model or decodings for the rest arm")
+    parser.add_argument("--no-rest", action="store_true",
+                        help="with --training-only: leave the rest arm out (only the strategies against grpo)")
     add_budget_arguments(parser, steps=40, max_minutes=90.0, heldout=200)
     args = parser.parse_args()
     if args.training_only and (args.prm or args.oracle):
         parser.error("--prm and --oracle pick among the rest arm's best-of-n answers, which --training-only leaves "
                      "out; drop one of them")
+    if args.no_rest and not args.training_only:
+        parser.error("--no-rest leaves out the arm whose value model the decodings use: add --training-only")
     budget = budget_from(args)
     rest = Arm("rest", (NO_VALUE,), RECIPE) if args.training_only else ARMS[1]
     grpo = Arm("grpo", (*ARMS[0].overrides, REMEMBERS), RECIPE) if args.memory else ARMS[0]
@@ -136,10 +142,12 @@ def main() -> None:
         parser.error(f"--process-reward {args.process_reward}: {problem}")
     process = [process_reward(args.process_reward)] if args.process_reward is not None else []
     arms = [with_sample_budget(arm, budget) for arm in (grpo, *([GUIDED] if args.demonstrations else []), *process,
-                                                        rest, *([REST_DPO] if args.rest_dpo else []))]
+                                                        *([] if args.no_rest else [rest]),
+                                                        *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
-    training = [compare("rest_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest"])),
+    training = [*([] if args.no_rest else [compare("rest_vs_grpo", Measure(trained["grpo"]),
+                                                   Measure(trained["rest"]))]),
                 *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]
                   if args.rest_dpo else []),
                 *([compare("demonstrations_vs_grpo", Measure(trained["grpo"]), Measure(trained["demonstrations"]))]

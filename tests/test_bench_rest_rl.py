@@ -57,9 +57,11 @@ def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path
     assert done.stdout.strip().splitlines()[-1].startswith("memory_vs_grpo: gain_points=")
 
 
-def test_a_process_reward_arm_needs_a_value_model_directory(tmp_path):
+def test_a_process_reward_arm_needs_a_value_model_directory_and_no_rest_needs_training_only(tmp_path):
     done = run_bench(tmp_path, "--training-only", "--process-reward", str(tmp_path), *TINY)
     assert done.returncode == 2 and "not a value model directory" in done.stderr and "Traceback" not in done.stderr
+    done = run_bench(tmp_path, "--no-rest", *TINY)
+    assert done.returncode == 2 and "add --training-only" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "runs").exists()
 
 
@@ -70,12 +72,13 @@ def test_the_process_reward_arm_adds_the_value_models_score_to_the_unit_tests(tm
     value = ValueModel("random:qwen2-tiny")
     value.fit([ValueExample("p", "def f():\n    return 1\n", 1.0), ValueExample("p", "I cannot", 0.0)], epochs=1)
     value.save(tmp_path / "vm")
-    done = run_bench(tmp_path, "--training-only", "--process-reward", str(tmp_path / "vm"), "--steps", "1",
-                     "--seeds", "1", "--heldout", "3", "--parallel", *TINY)
+    done = run_bench(tmp_path, "--training-only", "--no-rest", "--process-reward", str(tmp_path / "vm"), "--steps",
+                     "1", "--seeds", "1", "--heldout", "3", "--parallel", *TINY)
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = (tmp_path / "results").glob("rest_rl-*.json")
     record = json.loads(path.read_text())
-    assert [c["name"] for c in record["comparisons"]] == ["rest_vs_grpo", "process_reward_vs_grpo"]
+    assert [c["name"] for c in record["comparisons"]] == ["process_reward_vs_grpo"]
+    assert sorted(row["arm"] for row in record["rows"]) == ["grpo", "process_reward"]  # no rest arm trained
     run_dirs = {row["arm"]: Path(row["run_dir"]) for row in record["rows"]}
     rewards = {arm: [json.loads(line)["reward"] for line in (run_dirs[arm] / "rollouts.jsonl").read_text().splitlines()]
                for arm in ("grpo", "process_reward")}
