@@ -19,7 +19,9 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
         process reward, the value model in VALUE_DIR (``autotelic value``) read over each answer's lines, its
         weakest step (``process_value``, min): the GFCR survey's process rewards in training. Below the 0.2 that one
         of pyfunc's 5 assertions is worth, so the tests decide wherever they differ and the value model orders only
-        the answers they tie on, as in a group all wrong or all right (process_reward_vs_grpo);
+        the answers they tie on. Its weight bounds that order, not its pull: a group all wrong or all right, which
+        grpo drops, now spreads by the value model alone and GRPO scales its advantages to full size, so this arm
+        also trains on groups grpo would not (process_reward_vs_grpo);
 - memory (``--memory``): the grpo arm keeps a memory (``curriculum.memory.at_eval``, ``fraction`` 0: it only banks,
         so it trains exactly as without): problems it solved with its own answers. Its held-out set is answered
         twice on the same weights: alone (eval_after, the grpo numbers) and with the 2 nearest remembered problems

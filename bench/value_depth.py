@@ -3,13 +3,15 @@ targets of training problems only.
 
 The targets are MCTS node values with test-scored rollouts on training problems (the held-out set excluded): the
 decoding bench's (``bench/decoding.py``: each seed's ``value_model/value_data.jsonl`` under ``--runs-dir``) or the
-files ``autotelic value MODEL --out DIR`` writes (``--data DIR/value_data.jsonl ...``), their problems disjoint. The
-problems are split into ``--folds`` folds; for each ``--depths`` value a frozen body cut to that share of its layers
-(``value.depth``) computes every example's features once, and a head is fit (``ValueModel.fit``, the recipe's
-epochs, lr and batch, or ``value.*`` overrides) on the other folds' examples and scores this fold's. With
-``--bodies frozen lora``, each fold also gets a fresh LoRA body whose head, fit the same way first, goes on training
-with the adapters (``value.body_epochs``, ``value.body_lr``) before scoring the fold from its own features. Per
-problem:
+files ``autotelic value MODEL --out DIR`` writes (``--data DIR/value_data.jsonl ...``). A problem is its prompt
+without the name of the function it defines (pyfunc draws one per task, and two seeds may search one problem under
+two names). The problems are split into ``--folds`` folds; for each ``--depths`` value a frozen body cut to that
+share of its layers (``value.depth``) computes every example's features once, and a head is fit
+(``ValueModel.fit``, the recipe's epochs, lr and batch, or ``--set value.KEY=VALUE``) on the other folds' examples
+and scores this fold's. With ``--bodies frozen lora``, each fold also gets a fresh LoRA body (adapters drawn from
+the fold's seed) whose head, fit the same way first, goes on training with the adapters (``value.body_epochs``,
+``value.body_lr``) before scoring the fold from its own features; the frozen head then gets those passes too, so
+the heads train as long. Per problem:
 - pick: the target of the finished answer it scores highest, over the problems whose finished answers differ
   (how well it would choose among best-of-n's candidates; random is their mean, best their maximum);
 - finished AUC and partial AUC: how often it ranks a right (target >= 0.9) finished answer above a wrong one, and a
@@ -21,11 +23,12 @@ over training problems, which is what ``value.tasks`` buys.
     python bench/value_depth.py --runs-dir RUNS --depths 0.4 0.6 0.8 1.0
     python bench/value_depth.py --runs-dir RUNS --depths 0.6 --shares 0.25 0.5 0.75 1.0
     python bench/value_depth.py --data D0/value_data.jsonl D1/value_data.jsonl --depths 0.6 --bodies frozen lora
+    python bench/value_depth.py --data D0/value_data.jsonl --bodies frozen lora --set value.body_lr=2e-4
 Writes bench/results/value_depth-*.json: a row per body, depth and share, comparisons depth_<d>_vs_depth_<deepest>
 on pick at the largest share, with shares depth_<d>_share_<largest>_vs_share_<s> on pick, finished AUC and partial
 AUC, with bodies <body>_vs_<first body>_depth_<d> on the three (each paired over the problems, one
 cross-validation; a trained body's depth and share comparisons are prefixed with its name), the data files'
-sha256 in the summary.
+sha256 in the summary, and per row the seconds the features took (shared by a depth's rows) and those of its fits.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import argparse
 import hashlib
 import json
 import random
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -50,6 +54,8 @@ from autotelic.value_model import BODIES, ValueExample, ValueModel
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
 RIGHT, PROMISING = 0.9, 0.5
+DEFINED = re.compile(r"def (\w+)\(")
+SET_BY_FLAGS = {"value.depth": "--depths", "value.body": "--bodies"}
 AUCS = ("finished_auc", "partial_auc")
 
 
@@ -66,20 +72,29 @@ def within_problem_auc(scored: list[tuple[float, float]], threshold: float) -> f
     return float(np.mean([(g > b) + 0.5 * (g == b) for g in good for b in bad]))
 
 
-def score_folds(examples: list[ValueExample], features: torch.Tensor, fold_model: Callable[[], ValueModel],
-                folds: list[set[str]], fit: dict[str, float], share: float = 1.0) -> tuple[list[float], float]:
-    """Each example's score from a value model fit on ``share`` of the other folds' problems, and how many
-    problems a model was fit on (the mean over folds). ``features``: every example's under the untrained body, for
-    each fold's head to start from; a trained body (``fold_model`` gives a fresh one per fold) then scores its held
-    fold from its own features."""
+def problem_key(prompt: str) -> str:
+    """A problem's identity across value files: pyfunc draws a function name per task that does not make it another
+    task, so two seeds may search one problem under two names; the name defined first is taken out."""
+    found = DEFINED.search(prompt)
+    return prompt if found is None else re.sub(rf"\b{re.escape(found.group(1))}\b", "_", prompt)
+
+
+def score_folds(examples: list[ValueExample], keys: list[str], features: torch.Tensor,
+                fold_model: Callable[[], ValueModel], folds: list[set[str]], fit: dict[str, float],
+                share: float = 1.0) -> tuple[list[float], float]:
+    """Each example's score from a value model fit on ``share`` of the other folds' problems (``keys``: each
+    example's problem), and how many problems a model was fit on (the mean over folds). ``features``: every
+    example's under the untrained body, for each fold's head to start from; a trained body (``fold_model`` gives a
+    fresh one per fold, its adapters drawn from the fold's seed) then scores its held fold from its own features."""
     scores, fitted_on = [0.0] * len(examples), []
     for fold, held in enumerate(folds):
-        others = sorted({e.prompt for e in examples} - held)
+        others = sorted(set(keys) - held)
         random.Random(fold).shuffle(others)
         kept = set(others[:max(1, round(share * len(others)))])
         fitted_on.append(len(kept))
-        train = [i for i, e in enumerate(examples) if e.prompt in kept]
-        test = [i for i, e in enumerate(examples) if e.prompt in held]
+        train = [i for i, key in enumerate(keys) if key in kept]
+        test = [i for i, key in enumerate(keys) if key in held]
+        torch.manual_seed(fold)
         model = fold_model()
         model.fit([examples[i] for i in train], features=features[train], seed=fold, **fit)
         held_features = (model.kept_prompt_features([(examples[i].prompt, examples[i].response) for i in test])
@@ -90,11 +105,11 @@ def score_folds(examples: list[ValueExample], features: torch.Tensor, fold_model
     return scores, float(np.mean(fitted_on))
 
 
-def problem_measures(examples: list[ValueExample], scores: list[float]) -> dict[str, dict[str, float]]:
+def problem_measures(examples: list[ValueExample], keys: list[str],
+                     scores: list[float]) -> dict[str, dict[str, float]]:
     by_problem: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
-    for example, score in zip(examples, scores):
-        by_problem[example.prompt]["finished" if finished(example.response) else "partial"].append(
-            (score, example.target))
+    for example, key, score in zip(examples, keys, scores):
+        by_problem[key]["finished" if finished(example.response) else "partial"].append((score, example.target))
     measures: dict[str, dict[str, float]] = {}
     for prompt, kinds in by_problem.items():
         done = kinds["finished"]
@@ -145,39 +160,51 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--model", default=None, help="the body (default: the recipe's, the embedded model)")
     parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS)
-    parser.add_argument("overrides", nargs="*", help="value.* overrides of the recipe (the fit's settings)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="value.KEY=VALUE",
+                        help="the recipe's value-model fit settings, overridden (repeat for several)")
     args = parser.parse_args()
+    for override in args.overrides:
+        key = override.split("=", 1)[0].strip()
+        if not key.startswith("value.") or key in SET_BY_FLAGS:
+            parser.error(f"--set {override}: only value.* fit settings are set here"
+                         + (f"; {key} is {SET_BY_FLAGS[key]}'s" if key in SET_BY_FLAGS else ""))
     if not all(0.0 < share <= 1.0 for share in args.shares):
         raise SystemExit(f"--shares {' '.join(map(str, args.shares))}: each share is a fraction in (0, 1] of the "
                          "training folds' problems")
     files = data_files(args)
     examples = [ValueExample(**json.loads(line)) for file in files for line in file.read_text().splitlines()]
-    prompts = sorted({e.prompt for e in examples})
+    keys = [problem_key(e.prompt) for e in examples]
+    prompts = sorted(set(keys))
     random.Random(0).shuffle(prompts)
     folds = [set(prompts[k::args.folds]) for k in range(args.folds)]
     value = load_config(RECIPE, args.overrides).value
     fit = {"epochs": value.epochs, "lr": value.lr, "batch_size": value.batch_size, "body_epochs": value.body_epochs,
            "body_lr": value.body_lr}
+    # beside a trained body, whose head goes on learning for body_epochs, the frozen body's head gets those passes too
+    frozen_fit = {**fit, "epochs": fit["epochs"] + (fit["body_epochs"] if set(args.bodies) - {"frozen"} else 0)}
     torch.set_num_threads(1)
     rows, per_problem = [], {}
     for depth in args.depths:
+        started = time.perf_counter()
         frozen = ValueModel(args.model, depth=depth)
         features = frozen.kept_prompt_features([(e.prompt, e.response) for e in examples])
+        feature_seconds = round(time.perf_counter() - started, 1)
         for body in args.bodies:
             def fold_model() -> ValueModel:  # a trained body starts afresh in each fold
                 return frozen if body == "frozen" else ValueModel(args.model, body=body, depth=depth)
 
             for share in args.shares:
                 started = time.perf_counter()
-                scores, fitted_on = score_folds(examples, features, fold_model, folds, fit, share)
-                measures = problem_measures(examples, scores)
+                scores, fitted_on = score_folds(examples, keys, features, fold_model, folds,
+                                                frozen_fit if body == "frozen" else fit, share)
+                measures = problem_measures(examples, keys, scores)
                 per_problem[body, depth, share] = measures
                 row = {"arm": ", ".join([*([f"{body} body"] if len(args.bodies) > 1 else []), f"depth {depth}",
                                          *([f"share {share}"] if len(args.shares) > 1 else [])]), "seed": 0,
                        "body": body, "depth": depth, "layers": frozen.body.config.num_hidden_layers, "share": share,
                        "fit_problems": fitted_on, "problems": len(prompts),
                        "pick_problems": sum("pick" in m for m in measures.values()),
-                       "fit_seconds": round(time.perf_counter() - started, 1)}
+                       "feature_seconds": feature_seconds, "fit_seconds": round(time.perf_counter() - started, 1)}
                 for name in ("pick", "random", "best", *AUCS):
                     values = [m[name] for m in measures.values() if name in m]
                     row[name] = float(np.mean(values))
@@ -186,7 +213,7 @@ def main() -> None:
                 print(f"{row['arm']} ({row['layers']} layers, fit on {fitted_on:.0f} problems): pick "
                       f"{row['pick']:.3f} (random {row['random']:.3f}, best {row['best']:.3f}, "
                       f"{row['pick_problems']} problems)  finished AUC {row['finished_auc']:.3f}  partial AUC "
-                      f"{row['partial_auc']:.3f}  ({row['fit_seconds']:.0f} s)", flush=True)
+                      f"{row['partial_auc']:.3f}  ({row['feature_seconds'] + row['fit_seconds']:.0f} s)", flush=True)
     last, full, base = max(args.depths), max(args.shares), args.bodies[0]
 
     def named(body: str, name: str) -> str:
@@ -207,7 +234,7 @@ def main() -> None:
                     for body in args.bodies if body != base for depth in args.depths for name in ("pick", *AUCS)]
     path = artifacts.write("value_depth", rows, comparisons, {
         "data": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}, "examples": len(examples),
-        "folds": args.folds, "shares": args.shares, "bodies": args.bodies, "fit": fit,
+        "folds": args.folds, "shares": args.shares, "bodies": args.bodies, "fit": fit, "frozen_fit": frozen_fit,
         "model": args.model or "the recipe's"}, directory=args.results_dir)
     print(f"artifact: {path}")
     for comparison in comparisons:

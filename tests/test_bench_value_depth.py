@@ -13,7 +13,7 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))  # bench/ is a directory of scripts, not a package
 
-from value_depth import problem_measures  # noqa: E402
+from value_depth import problem_key, problem_measures  # noqa: E402
 
 from autotelic.value_model import ValueExample  # noqa: E402
 
@@ -36,12 +36,19 @@ def test_measures_read_the_pick_and_both_rankings_per_problem():
     examples = [ValueExample("p", DONE.format(" + 1"), 1.0), ValueExample("p", DONE.format(""), 0.0),
                 ValueExample("p", DONE.format(" - 1"), 0.5), ValueExample("p", "```python\ndef f(x):\n", 0.8),
                 ValueExample("p", "```python\ndef g(", 0.0), ValueExample("q", DONE.format(""), 1.0)]
-    measures = problem_measures(examples, [0.2, 0.9, 0.1, 0.7, 0.3, 0.5])
+    measures = problem_measures(examples, [e.prompt for e in examples], [0.2, 0.9, 0.1, 0.7, 0.3, 0.5])
     p = measures["p"]
     assert p["pick"] == 0.0 and p["random"] == pytest.approx(0.5) and p["best"] == 1.0  # the wrong one scored top
     assert p["finished_auc"] == pytest.approx(0.5)  # the right answer above one of its two wrong ones
     assert p["partial_auc"] == 1.0  # the promising prefix above the hopeless one
     assert measures["q"] == {}  # one finished answer: nothing to choose or rank
+
+
+def test_a_problem_is_its_prompt_without_the_name_of_its_function():
+    stub = "Complete it.\n```python\ndef {0}(x: int) -> int:\n    \"\"\"Add 3.\n\n    >>> {0}(1)\n    4\n    \"\"\"\n```"
+    assert problem_key(stub.format("solve")) == problem_key(stub.format("compute")) == stub.format("_")
+    assert problem_key(stub.format("solve")) != problem_key(stub.format("solve").replace("Add 3", "Add 4"))
+    assert problem_key("What is 2 + 3?") == "What is 2 + 3?"  # no function: the prompt itself
 
 
 def test_the_bench_cross_validates_each_depth_and_share_and_writes_their_comparisons(tmp_path):
@@ -75,10 +82,12 @@ def test_the_bench_compares_a_lora_body_with_the_frozen_one_on_value_files(tmp_p
         file.write_text("".join(json.dumps(r) + "\n" for r in value_rows(range(3 * k, 3 * k + 3))))
     command = [sys.executable, str(BENCH / "value_depth.py"), "--data", *map(str, files), "--depths", "1.0",
                "--bodies", "frozen", "lora", "--folds", "2", "--model", "random:qwen2-tiny",
-               "--results-dir", str(tmp_path / "results"), "value.body_epochs=1", "value.body_lr=1e-3"]
+               "--results-dir", str(tmp_path / "results"), "--set", "value.body_epochs=1", "--set",
+               "value.body_lr=1e-3"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     artifact = json.loads(next((tmp_path / "results").glob("value_depth-*.json")).read_text())
+    assert artifact["summary"]["frozen_fit"]["epochs"] == artifact["summary"]["fit"]["epochs"] + 1  # heads as long
     assert [(r["arm"], r["body"], r["pick_problems"]) for r in artifact["rows"]] == [
         ("frozen body, depth 1.0", "frozen", 6), ("lora body, depth 1.0", "lora", 6)]
     assert {c["name"]: c["heldout_n"] for c in artifact["comparisons"]} == {
@@ -86,7 +95,17 @@ def test_the_bench_compares_a_lora_body_with_the_frozen_one_on_value_files(tmp_p
         "lora_vs_frozen_depth_1.0_partial_auc": 6}
     assert artifact["summary"]["fit"]["body_epochs"] == 1 and artifact["summary"]["fit"]["body_lr"] == 1e-3
     assert list(artifact["summary"]["data"]) == [str(f) for f in files]
+    # with no body passes the LoRA body is the frozen one (adapters start at zero): every measure equal
+    untrained = subprocess.run([*command[:-4], "--set", "value.body_epochs=0", "--results-dir", str(tmp_path / "u")],
+                               capture_output=True, text=True, timeout=300)
+    assert untrained.returncode == 0, untrained.stdout + untrained.stderr
+    frozen, lora = json.loads(next((tmp_path / "u").glob("value_depth-*.json")).read_text())["rows"]
+    for measure in ("pick", "finished_auc", "partial_auc"):
+        assert lora[measure] == pytest.approx(frozen[measure], abs=1e-6)
     missing = subprocess.run([*command[:3], str(tmp_path / "none.jsonl"), *command[4:]], capture_output=True,
                              text=True, timeout=120)
     assert missing.returncode != 0 and "none.jsonl: no such file" in missing.stderr
     assert "Traceback" not in missing.stderr
+    for wrong in ("value.depth=0.5", "model.lora=true"):
+        refused = subprocess.run([*command, "--set", wrong], capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and f"--set {wrong}: only value.* fit settings" in refused.stderr

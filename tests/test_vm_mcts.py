@@ -163,8 +163,12 @@ def test_a_lora_value_body_trains_its_adapters_and_saves_them_merged(tmp_path):
     seen = [(e.prompt, e.response) for e in examples]
     assert model.predict(seen) == pytest.approx(probe.predict(seen), abs=1e-5)
     assert all(torch.equal(adapters[n], p) for n, p in model.body.named_parameters() if p.requires_grad)
-    metrics = model.fit(examples, epochs=4, lr=3e-3, batch_size=4, body_epochs=2, body_lr=1e-3)  # 2 body steps
+    features = model.kept_prompt_features(seen)  # the untrained body's
+    metrics = model.fit(examples, epochs=4, lr=3e-3, batch_size=4, body_epochs=2, body_lr=1e-3,
+                        features=features)  # 2 body steps after the head's 4
     assert metrics["value/train_mae"] < 0.35
+    with pytest.raises(ValueError, match="this one has trained"):  # those features no longer hold
+        model.fit(examples, features=features)
     trained = dict(model.body.named_parameters())
     assert any(not torch.equal(adapters[n], trained[n]) for n in adapters)
     pairs = [(prompt, "```python\ndef f(x):\n    return x + 1  # new\n```"), (prompt, "I cannot do that now.")]

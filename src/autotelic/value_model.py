@@ -118,6 +118,7 @@ class ValueModel:
             self.body = get_peft_model(self.body, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank,
                                                              target_modules=targets))
         self.train_body = body != "frozen"
+        self.body_trained = False  # features computed before then no longer hold
         self.body.train(self.train_body)
         self.body_kind, self.system_prompt, self.depth = body, system_prompt, depth
         self.head = ValueHead(self.body.config.hidden_size)
@@ -208,6 +209,8 @@ class ValueModel:
         targets = torch.tensor([e.target for e in examples])
         weights = torch.tensor([e.weight for e in examples])
         weights = weights / weights.mean()
+        if features is not None and self.body_trained:
+            raise ValueError("precomputed features hold for a body before it trains, and this one has trained")
         initial = self.kept_prompt_features(pairs, batch_size) if features is None else features
         self.head = ValueHead(self.body.config.hidden_size)
         self.head.set_statistics(initial)
@@ -238,6 +241,7 @@ class ValueModel:
             optimizer = torch.optim.AdamW([{"params": head_params, "lr": lr}, {"params": body_params, "lr": body_lr}],
                                           weight_decay=0.01)
             loss_value = passes(body_epochs, optimizer, lambda i: self.features([pairs[k] for k in i], batch_size))
+            self.body_trained = True
             final = self.kept_prompt_features(pairs, batch_size)
         with torch.no_grad():
             predicted = torch.sigmoid(self.head(final))

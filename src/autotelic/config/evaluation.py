@@ -70,9 +70,9 @@ class ValueConfig:
     base_model: str | None = None
     """Body of the value model; None uses the trained policy (the run's exported model)."""
     body: Literal["frozen", "lora", "full"] = "frozen"
-    """frozen: a scalar head on the body's features, computed once (seconds on a CPU); lora: LoRA adapters on the
-    body trained with the head (the body runs every epoch: minutes on a CPU); full: the whole body fine-tuned
-    (the paper's setting, for GPUs)."""
+    """frozen: a scalar head on the body's features, computed once (seconds on a CPU); lora: that head, then LoRA
+    adapters on the body trained with it for ``body_epochs`` (the body runs forward and backward: minutes on a CPU);
+    full: the whole body fine-tuned so (the paper's setting, for GPUs)."""
     depth: float = 0.6
     """Share of the body's decoder layers kept (the lowest); the head reads the residual stream there. On the
     embedded model's pyfunc value targets, cross-validated over training problems (bench/value_depth.py,
