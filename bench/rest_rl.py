@@ -148,14 +148,9 @@ def main() -> None:
                                                         *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
-    training = [*([] if args.no_rest else [compare("rest_vs_grpo", Measure(trained["grpo"]),
-                                                   Measure(trained["rest"]))]),
-                *([compare("rest_dpo_vs_grpo", Measure(trained["grpo"]), Measure(trained["rest_dpo"]))]
-                  if args.rest_dpo else []),
-                *([compare("demonstrations_vs_grpo", Measure(trained["grpo"]), Measure(trained["demonstrations"]))]
-                  if args.demonstrations else []),
-                *([compare("process_reward_vs_grpo", Measure(trained["grpo"]), Measure(trained["process_reward"]))]
-                  if process else []),
+    against_grpo = [name for name in ("rest", "rest_dpo", "demonstrations", "process_reward") if name in trained]
+    training = [*(compare(f"{name}_vs_grpo", Measure(trained["grpo"]), Measure(trained[name]))
+                  for name in against_grpo),
                 *([compare("memory_vs_grpo", Measure(trained["grpo"]), Measure(trained["grpo"], REMEMBERED))]
                   if args.memory else [])]
     if args.training_only:

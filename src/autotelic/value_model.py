@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import random
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,7 +217,8 @@ class ValueModel:
         self.head.set_statistics(initial)
         rng = random.Random(seed)
 
-        def passes(count: int, optimizer: torch.optim.Optimizer, features_of: Any) -> float:
+        def passes(count: int, optimizer: torch.optim.Optimizer,
+                   features_of: Callable[[list[int]], torch.Tensor]) -> float:
             order, loss_value = list(range(len(examples))), 0.0
             for _ in range(count):
                 rng.shuffle(order)
