@@ -18,12 +18,15 @@ the heads train as long. Per problem:
   promising (>= 0.5) partial program above a hopeless one, within a problem (what guides VM-MCTS).
 A response is finished when its code block is closed (pyfunc answers are one block). With ``--shares``, each
 fold's head is also fit on only that share of the other folds' problems (a seeded draw per fold): a learning curve
-over training problems, which is what ``value.tasks`` buys.
+over training problems, which is what ``value.tasks`` buys. With ``--folds-dir DIR`` each fold's scores are kept in
+DIR as it ends, and a later invocation on the same data, fold split, fit settings and code reuses them (a trained
+body's study can outlast a session; its rows count the folds reused).
 
     python bench/value_depth.py --runs-dir RUNS --depths 0.4 0.6 0.8 1.0
     python bench/value_depth.py --runs-dir RUNS --depths 0.6 --shares 0.25 0.5 0.75 1.0
     python bench/value_depth.py --data D0/value_data.jsonl D1/value_data.jsonl --depths 0.6 --bodies frozen lora
     python bench/value_depth.py --data D0/value_data.jsonl --bodies frozen lora --set value.body_lr=2e-4
+    python bench/value_depth.py --data D0/value_data.jsonl --bodies frozen lora --folds-dir /work/vd-folds
 Writes bench/results/value_depth-*.json: a row per body, depth and share, comparisons depth_<d>_vs_depth_<deepest>
 on pick at the largest share, with shares depth_<d>_share_<largest>_vs_share_<s> on pick, finished AUC and partial
 AUC, with bodies <body>_vs_<first body>_depth_<d> on the three (each paired over the problems, one
@@ -41,7 +44,9 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import artifacts  # bench/artifacts.py: the importing script's directory is on sys.path
 import numpy as np
@@ -79,30 +84,79 @@ def problem_key(prompt: str) -> str:
     return prompt if found is None else re.sub(rf"\b{re.escape(found.group(1))}\b", "_", prompt)
 
 
+@dataclass(frozen=True)
+class KeptFolds:
+    """Each fold's held scores on disk (``--folds-dir``), reused by a later invocation only when everything they
+    depend on is equal: the data, the fold split, the fit settings, the body and the code (a study longer than a
+    session resumes where it stopped)."""
+
+    directory: Path
+    identity: dict[str, Any]
+
+    def _path(self, arm: str, fold: int) -> Path:
+        return self.directory / f"{arm}-fold{fold}.json"
+
+    def load(self, arm: str, fold: int, settings: dict[str, Any]) -> dict[str, Any] | None:
+        path = self._path(arm, fold)
+        if not path.is_file():
+            return None
+        record = json.loads(path.read_text())
+        return record if record["identity"] == {**self.identity, **settings} else None
+
+    def save(self, arm: str, fold: int, settings: dict[str, Any], record: dict[str, Any]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._path(arm, fold).write_text(json.dumps({"identity": {**self.identity, **settings}, **record}) + "\n")
+
+
+def code_digest() -> str:
+    """sha256 over what a fold's scores depend on: the package's and recipes' files and this script."""
+    root = Path(__file__).resolve().parent.parent
+    files = sorted([*(root / "src" / "autotelic").rglob("*.py"), *(root / "recipes").glob("*.yaml"),
+                    Path(__file__).resolve()])
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
 def score_folds(examples: list[ValueExample], keys: list[str], features: torch.Tensor,
                 fold_model: Callable[[], ValueModel], folds: list[set[str]], fit: dict[str, float],
-                share: float = 1.0) -> tuple[list[float], float]:
+                share: float = 1.0, kept_folds: KeptFolds | None = None,
+                arm: str = "") -> tuple[list[float], float, float, int]:
     """Each example's score from a value model fit on ``share`` of the other folds' problems (``keys``: each
-    example's problem), and how many problems a model was fit on (the mean over folds). ``features``: every
-    example's under the untrained body, for each fold's head to start from; a trained body (``fold_model`` gives a
-    fresh one per fold, its adapters drawn from the fold's seed) then scores its held fold from its own features."""
-    scores, fitted_on = [0.0] * len(examples), []
+    example's problem), how many problems a model was fit on (the mean over folds), the folds' fit seconds and how
+    many folds ``kept_folds`` held already (``arm`` names them there). ``features``: every example's under the
+    untrained body, for each fold's head to start from; a trained body (``fold_model`` gives a fresh one per fold,
+    its adapters drawn from the fold's seed) then scores its held fold from its own features."""
+    scores, fitted_on, seconds, reused = [0.0] * len(examples), [], 0.0, 0
+    settings = {"fit": fit, "share": share}
     for fold, held in enumerate(folds):
         others = sorted(set(keys) - held)
         random.Random(fold).shuffle(others)
         kept = set(others[:max(1, round(share * len(others)))])
         fitted_on.append(len(kept))
-        train = [i for i, key in enumerate(keys) if key in kept]
-        test = [i for i, key in enumerate(keys) if key in held]
-        torch.manual_seed(fold)
-        model = fold_model()
-        model.fit([examples[i] for i in train], features=features[train], seed=fold, **fit)
-        held_features = (model.kept_prompt_features([(examples[i].prompt, examples[i].response) for i in test])
-                         if model.train_body else features[test])
-        with torch.no_grad():
-            for i, value in zip(test, model.head(held_features).tolist()):
-                scores[i] = value
-    return scores, float(np.mean(fitted_on))
+        record = kept_folds.load(arm, fold, settings) if kept_folds else None
+        if record is None:
+            started = time.perf_counter()
+            train = [i for i, key in enumerate(keys) if key in kept]
+            test = [i for i, key in enumerate(keys) if key in held]
+            torch.manual_seed(fold)
+            model = fold_model()
+            model.fit([examples[i] for i in train], features=features[train], seed=fold, **fit)
+            held_features = (model.kept_prompt_features([(examples[i].prompt, examples[i].response) for i in test])
+                             if model.train_body else features[test])
+            with torch.no_grad():
+                record = {"scores": dict(zip(test, model.head(held_features).tolist())),
+                          "seconds": time.perf_counter() - started}
+            if kept_folds:
+                kept_folds.save(arm, fold, settings, record)
+        else:
+            reused += 1
+            print(f"{arm} fold {fold}: reusing its kept scores", flush=True)
+        for i, value in record["scores"].items():
+            scores[int(i)] = value
+        seconds += record["seconds"]
+    return scores, float(np.mean(fitted_on)), seconds, reused
 
 
 def problem_measures(examples: list[ValueExample], keys: list[str],
@@ -160,6 +214,8 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--model", default=None, help="the body (default: the recipe's, the embedded model)")
     parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS)
+    parser.add_argument("--folds-dir", type=Path, default=None,
+                        help="keep each fold's scores here, and reuse those of the same data, settings and code")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="value.KEY=VALUE",
                         help="the recipe's value-model fit settings, overridden (repeat for several)")
     args = parser.parse_args()
@@ -181,7 +237,11 @@ def main() -> None:
     fit = {"epochs": value.epochs, "lr": value.lr, "batch_size": value.batch_size, "body_epochs": value.body_epochs,
            "body_lr": value.body_lr}
     # beside a trained body, whose head goes on learning for body_epochs, the frozen body's head gets those passes too
-    frozen_fit = {**fit, "epochs": fit["epochs"] + (fit["body_epochs"] if set(args.bodies) - {"frozen"} else 0)}
+    frozen_fit = {"epochs": fit["epochs"] + (fit["body_epochs"] if set(args.bodies) - {"frozen"} else 0),
+                  "lr": fit["lr"], "batch_size": fit["batch_size"]}
+    data = {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    kept_folds = None if args.folds_dir is None else KeptFolds(args.folds_dir, {
+        "data": sorted(data.values()), "folds": args.folds, "model": args.model, "code": code_digest()})
     torch.set_num_threads(1)
     rows, per_problem = [], {}
     for depth in args.depths:
@@ -194,9 +254,9 @@ def main() -> None:
                 return frozen if body == "frozen" else ValueModel(args.model, body=body, depth=depth)
 
             for share in args.shares:
-                started = time.perf_counter()
-                scores, fitted_on = score_folds(examples, keys, features, fold_model, folds,
-                                                frozen_fit if body == "frozen" else fit, share)
+                scores, fitted_on, fit_seconds, reused = score_folds(
+                    examples, keys, features, fold_model, folds, frozen_fit if body == "frozen" else fit, share,
+                    kept_folds, f"{body}-depth{depth}-share{share}")
                 measures = problem_measures(examples, keys, scores)
                 per_problem[body, depth, share] = measures
                 row = {"arm": ", ".join([*([f"{body} body"] if len(args.bodies) > 1 else []), f"depth {depth}",
@@ -204,7 +264,8 @@ def main() -> None:
                        "body": body, "depth": depth, "layers": frozen.body.config.num_hidden_layers, "share": share,
                        "fit_problems": fitted_on, "problems": len(prompts),
                        "pick_problems": sum("pick" in m for m in measures.values()),
-                       "feature_seconds": feature_seconds, "fit_seconds": round(time.perf_counter() - started, 1)}
+                       "feature_seconds": feature_seconds, "fit_seconds": round(fit_seconds, 1),
+                       "reused_folds": reused}
                 for name in ("pick", "random", "best", *AUCS):
                     values = [m[name] for m in measures.values() if name in m]
                     row[name] = float(np.mean(values))
@@ -233,7 +294,7 @@ def main() -> None:
                            per_problem[body, depth, full], name)
                     for body in args.bodies if body != base for depth in args.depths for name in ("pick", *AUCS)]
     path = artifacts.write("value_depth", rows, comparisons, {
-        "data": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}, "examples": len(examples),
+        "data": data, "examples": len(examples),
         "folds": args.folds, "shares": args.shares, "bodies": args.bodies, "fit": fit, "frozen_fit": frozen_fit,
         "model": args.model or "the recipe's"}, directory=args.results_dir)
     print(f"artifact: {path}")

@@ -109,3 +109,30 @@ def test_the_bench_compares_a_lora_body_with_the_frozen_one_on_value_files(tmp_p
     for wrong in ("value.depth=0.5", "model.lora=true"):
         refused = subprocess.run([*command, "--set", wrong], capture_output=True, text=True, timeout=120)
         assert refused.returncode == 2 and f"--set {wrong}: only value.* fit settings" in refused.stderr
+
+
+def test_kept_folds_are_reused_only_under_the_settings_they_were_fit_with(tmp_path):
+    data = tmp_path / "value_data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in value_rows(range(6))))
+    command = [sys.executable, str(BENCH / "value_depth.py"), "--data", str(data), "--depths", "1.0", "--bodies",
+               "frozen", "lora", "--folds", "2", "--model", "random:qwen2-tiny", "--folds-dir", str(tmp_path / "kept"),
+               "--set", "value.body_epochs=1"]
+
+    def bench(results: str, *overrides: str) -> tuple[str, list[dict]]:
+        done = subprocess.run([*command, *overrides, "--results-dir", str(tmp_path / results)], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout, json.loads(next((tmp_path / results).glob("value_depth-*.json")).read_text())["rows"]
+
+    _, first = bench("a")
+    assert [r["reused_folds"] for r in first] == [0, 0]
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == [
+        f"{body}-depth1.0-share1.0-fold{k}.json" for body in ("frozen", "lora") for k in (0, 1)]
+    out, again = bench("b")
+    assert [r["reused_folds"] for r in again] == [2, 2] and out.count("reusing its kept scores") == 4
+    for before, after in zip(first, again):  # the same scores, so the same measures and fit seconds
+        for measure in ("pick", "finished_auc", "partial_auc", "fit_seconds"):
+            assert after[measure] == before[measure]
+    # another body learning rate: the frozen head's folds stand (its fit has no body), the LoRA body's are fit anew
+    _, changed = bench("c", "--set", "value.body_lr=1e-2")
+    assert [r["reused_folds"] for r in changed] == [2, 0]
