@@ -19,8 +19,9 @@ the heads train as long. Per problem:
 A response is finished when its code block is closed (pyfunc answers are one block). With ``--shares``, each
 fold's head is also fit on only that share of the other folds' problems (a seeded draw per fold): a learning curve
 over training problems, which is what ``value.tasks`` buys. With ``--folds-dir DIR`` each fold's scores are kept in
-DIR as it ends, and a later invocation on the same data, fold split, fit settings and code reuses them (a trained
-body's study can outlast a session; its rows count the folds reused).
+DIR as it ends, and a later invocation on the same data, fold split, fit settings and code (as ``--reuse``: the git
+trees of src/ and recipes/, and this script) reuses them (a trained body's study can outlast a session; its rows
+count the folds reused).
 
     python bench/value_depth.py --runs-dir RUNS --depths 0.4 0.6 0.8 1.0
     python bench/value_depth.py --runs-dir RUNS --depths 0.6 --shares 0.25 0.5 0.75 1.0
@@ -41,6 +42,7 @@ import hashlib
 import json
 import random
 import re
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -51,7 +53,7 @@ from typing import Any
 import artifacts  # bench/artifacts.py: the importing script's directory is on sys.path
 import numpy as np
 import torch
-from runs import comparison_line
+from runs import comparison_line, provenance
 from stats import Comparison, compare
 
 from autotelic.loading import load_config
@@ -106,17 +108,6 @@ class KeptFolds:
     def save(self, arm: str, fold: int, settings: dict[str, Any], record: dict[str, Any]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._path(arm, fold).write_text(json.dumps({"identity": {**self.identity, **settings}, **record}) + "\n")
-
-
-def code_digest() -> str:
-    """sha256 over what a fold's scores depend on: the package's and recipes' files and this script."""
-    root = Path(__file__).resolve().parent.parent
-    files = sorted([*(root / "src" / "autotelic").rglob("*.py"), *(root / "recipes").glob("*.yaml"),
-                    Path(__file__).resolve()])
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes())
-    return digest.hexdigest()
 
 
 def score_folds(examples: list[ValueExample], keys: list[str], features: torch.Tensor,
@@ -240,8 +231,13 @@ def main() -> None:
     frozen_fit = {"epochs": fit["epochs"] + (fit["body_epochs"] if set(args.bodies) - {"frozen"} else 0),
                   "lr": fit["lr"], "batch_size": fit["batch_size"]}
     data = {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
-    kept_folds = None if args.folds_dir is None else KeptFolds(args.folds_dir, {
-        "data": sorted(data.values()), "folds": args.folds, "model": args.model, "code": code_digest()})
+    # the code a kept fold stands for, by the rule --reuse follows: src/ and recipes/ git trees and this script
+    code = provenance([sys.executable, str(Path(__file__).resolve())])
+    if args.folds_dir is not None and code["code"] is None:
+        print(f"--folds-dir {args.folds_dir}: folds neither kept nor reused, src/ or recipes/ has uncommitted "
+              "changes (commit them so a kept fold names the code it ran)", flush=True)
+    kept_folds = None if args.folds_dir is None or code["code"] is None else KeptFolds(args.folds_dir, {
+        "data": sorted(data.values()), "folds": args.folds, "model": args.model, "code": code})
     torch.set_num_threads(1)
     rows, per_problem = [], {}
     for depth in args.depths:
