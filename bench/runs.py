@@ -67,7 +67,7 @@ class Budget:
     heldout: int  # at least this many held-out tasks
     parallel: bool
     overrides: tuple[str, ...] = ()  # for every arm, before its own (which define the arms and win)
-    keep_weights: bool = False  # each run's model/ and checkpoints/ (2 GB for the embedded model) after the artifact
+    keep_weights: bool = False  # each run's checkpoints/ as it ends and model/ after the artifact (2 GB in all)
     reuse: bool = False  # keep finished runs of the same command on the same code (``--reuse``)
     first_seed: int = 0  # train.seed first_seed .. first_seed+seeds-1: a new sample beside an earlier bench's seeds
 
@@ -120,7 +120,8 @@ def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minute
     parser.add_argument("--parallel", action="store_true", help="arms side by side, an equal share of the cores each")
     parser.add_argument("--runs-dir", type=Path, default=None, help="keep the runs here (default: a temp dir)")
     parser.add_argument("--keep-weights", action="store_true",
-                        help="keep each run's model/ and checkpoints/ (deleted once the artifact is written)")
+                        help="keep each run's checkpoints/ (deleted as the run ends) and model/ (once the artifact is "
+                             "written)")
     parser.add_argument("--results-dir", type=Path, default=artifacts.RESULTS, help="where the artifact goes")
     parser.add_argument("--reuse", action="store_true",
                         help="keep the runs in --runs-dir that finished with the same command on the same code "
@@ -228,7 +229,7 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
     if occupied:
         sys.exit(f"{', '.join(occupied)}: already hold runs that this bench would run again; delete them or pass a "
                  "fresh --runs-dir (--reuse keeps only runs finished with the same command on the code checked out now)")
-    run_commands(list(zip(jobs, commands)), budget.parallel)
+    run_commands(list(zip(jobs, commands)), budget.parallel, keep_checkpoints=budget.keep_weights)
     return jobs
 
 
@@ -237,11 +238,14 @@ def shares_cores(at_once: int | None) -> bool:
     return at_once is not None and at_once > len(os.sched_getaffinity(0))
 
 
-def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: int | None = None) -> None:
+def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: int | None = None,
+                 keep_checkpoints: bool = False) -> None:
     """Each job's command, its log at ``<run_dir>.log``, one after another or side by side, each pinned to an equal
     share of the cores (``core_sets``); with ``at_once`` above the cores, that many at once unpinned, the system
     sharing the cores among them (only where accuracy, not time, is compared). A job marked reused is skipped; one
-    that finishes leaves ``<run_dir>.json``, its provenance. When one fails no other starts, those running finish
+    that finishes leaves ``<run_dir>.json``, its provenance, and, unless ``keep_checkpoints``, loses its checkpoints
+    as it ends: they serve only to resume an unfinished run, and at 1.6 GB a run of the embedded model they filled
+    the disk during a 32-run bench. When one fails no other starts, those running finish
     (``--reuse`` keeps them), and then the bench stops."""
     for job, _ in jobs:
         if job.reused:
@@ -260,6 +264,8 @@ def run_commands(jobs: list[tuple[ArmRun, list[str]]], parallel: bool, at_once: 
         job, started_as, process = running.pop(_wait_any(running))
         if process.returncode == 0:
             job.run_dir.with_suffix(".json").write_text(json.dumps(started_as))
+            if not keep_checkpoints:
+                shutil.rmtree(job.run_dir / "checkpoints", ignore_errors=True)
             continue
         log, ended = job.run_dir.with_suffix(".log"), how_it_ended(process.returncode)
         with log.open("a") as tail:  # a killed run writes nothing of its own end: its log says it

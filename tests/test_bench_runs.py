@@ -153,12 +153,18 @@ def test_a_failed_run_lets_the_running_ones_finish_and_keep_their_provenance(mon
     jobs = [(fails, [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]),
             (finishes, [sys.executable, "-c", "import time; time.sleep(2)"]),
             (never, [sys.executable, "-c", "pass"])]
+    for job, _ in jobs:
+        (job.run_dir / "checkpoints" / "step_000001").mkdir(parents=True)
     with pytest.raises(SystemExit, match=r"probe seed 0 failed \(killed by SIGKILL, most likely out of memory"):
         runs.run_commands(jobs, parallel=True, at_once=2)
+    # a finished run's checkpoints go as it ends; a failed run keeps them to resume from
+    assert not (finishes.run_dir / "checkpoints").exists() and (fails.run_dir / "checkpoints").is_dir()
     assert "killed by SIGKILL" in (tmp_path / "probe-s0.log").read_text()  # a killed run's log says how it ended
     assert runs.how_it_ended(3) == "exit status 3"
     assert (tmp_path / "probe-s1.json").is_file()  # the run beside it was not stopped: its work is kept
     assert not (tmp_path / "probe-s0.json").exists() and not (tmp_path / "probe-s2.log").exists()  # none started after
+    runs.run_commands([(never, jobs[2][1])], parallel=False, keep_checkpoints=True)  # --keep-weights
+    assert (never.run_dir / "checkpoints" / "step_000001").is_dir() and (tmp_path / "probe-s2.json").is_file()
 
 
 def test_finished_runs_pack_without_weights_and_unpack_where_reuse_keeps_them(monkeypatch, tmp_path):

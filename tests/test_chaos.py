@@ -1,6 +1,7 @@
 """Faults, with real processes: a run SIGKILLed at several points (generation, update, checkpoint write, export,
 a random moment) and resumed each time ends exactly like an uninterrupted run; a damaged newest checkpoint is
-skipped with a warning; a checkpoint that does not fit the config is refused in one line.
+skipped with a warning; a checkpoint that does not fit the config is refused in one line; a disk that fills while a
+checkpoint is written stops the run in one line, and resuming it ends it like an uninterrupted run.
 
 The model is ``random:qwen2-tiny`` (two layers, random weights, the embedded tokenizer): a step takes well under a
 second, so the cost is mostly the processes starting. The length reward varies with what was sampled, so every
@@ -177,3 +178,31 @@ def test_damaged_newest_checkpoint_is_skipped_and_a_foreign_one_refused(tmp_path
         r"bytes, its manifest says \d+; step_000005: state.pt holds 7 bytes, its manifest says \d+\): delete that "
         rf"directory to train {re.escape(str(run_dir))} again from step 0, or start a new run",
         damaged.stderr.strip().splitlines()[-1]), damaged.stderr
+
+
+def test_a_full_disk_stops_the_run_in_one_line_and_resume_ends_it_like_an_uninterrupted_one(tmp_path, whole_run):
+    """The disk fills while step 3's checkpoint is written (a tmpfs in a private mount namespace, room for the
+    run's records and two checkpoints but not the third that keep_checkpoints=2 writes before dropping the first):
+    the run stops with one line that names the cause and the way on, leaves no half checkpoint, and resuming the
+    run elsewhere ends it exactly as the uninterrupted run."""
+    checkpoint_bytes = (whole_run[0] / "checkpoints" / "step_000006" / "state.pt").stat().st_size
+    disk, copied = tmp_path / "disk", tmp_path / "copied"
+    disk.mkdir()
+    # the run's exit status, then its directory copied out of the tmpfs, which goes with the namespace
+    script = ('mount -t tmpfs -o size="$1" tmpfs "$2" && "$4" -m autotelic.cli run "${@:5}" logging.runs_dir="$2" '
+              'logging.run_name=full; status=$?; cp -a "$2/full" "$3"; exit $status')
+    full = subprocess.run(["unshare", "-Urm", "bash", "-c", script, "bash", str(2 * checkpoint_bytes +
+                                                                                  checkpoint_bytes // 2),
+                           str(disk), str(copied), sys.executable, *TINY],
+                          capture_output=True, text=True, timeout=300)
+    assert full.returncode == 2, full.stderr[-3000:]
+    assert re.fullmatch(
+        rf"error: writing the checkpoint of step 3 in {re.escape(str(disk / 'full' / 'checkpoints'))} failed: the "
+        rf"disk is full \(\d+ MiB free, a checkpoint takes \d+ MiB\); free space, then `autotelic resume "
+        rf"{re.escape(str(disk / 'full'))}` continues from step_000002", full.stderr.strip().splitlines()[-1]), \
+        full.stderr[-3000:]
+    assert sorted(p.name for p in (copied / "checkpoints").iterdir()) == ["step_000001", "step_000002"]
+
+    resumed = subprocess.run(_cli("resume", str(copied)), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _outcome(copied) == _outcome(whole_run[0])

@@ -81,10 +81,14 @@ def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any], keep: int
     staging = final.with_name(final.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    torch.save(payload, staging / STATE)
-    manifest = {"file": STATE, "bytes": (staging / STATE).stat().st_size, "sha256": _sha256(staging / STATE)}
-    (staging / MANIFEST).write_text(json.dumps(manifest))
-    publish_dir(staging, final)
+    try:
+        torch.save(payload, staging / STATE)
+        manifest = {"file": STATE, "bytes": (staging / STATE).stat().st_size, "sha256": _sha256(staging / STATE)}
+        (staging / MANIFEST).write_text(json.dumps(manifest))
+        publish_dir(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a write cut short (a full disk) leaves no half checkpoint
+        raise
     kept = checkpoint_dirs(run_dir)[-keep:] if keep > 0 else checkpoint_dirs(run_dir)
     for path in root.iterdir():  # older checkpoints, and staging left by a write that was killed
         if path not in kept:
@@ -151,9 +155,11 @@ class CheckpointWriter:
         self.run_dir, self.keep = run_dir, keep
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._step = 0
 
     def save(self, step: int, payload: dict[str, Any]) -> None:
         self.wait()
+        self._step = step
         self._thread = threading.Thread(target=self._write, args=(step, payload), name=f"checkpoint-{step}")
         self._thread.start()
 
@@ -169,4 +175,20 @@ class CheckpointWriter:
             self._thread = None
         if self._error is not None:
             error, self._error = self._error, None
-            raise RuntimeError(f"writing a checkpoint failed: {error}") from error
+            raise CheckpointError(write_failure(self.run_dir, self._step, error)) from error
+
+
+def write_failure(run_dir: Path, step: int, error: BaseException) -> str:
+    """One line for a checkpoint that could not be written: a full disk (torch reports it as a stream error, not
+    as ENOSPC) named as such, and how to go on from the checkpoints already written."""
+    free_mib = shutil.disk_usage(run_dir).free / 2**20
+    earlier = checkpoint_dirs(run_dir)
+    size_mib = (earlier[-1] / STATE).stat().st_size / 2**20 if earlier else 0.0
+    if free_mib < size_mib:
+        cause = f"the disk is full ({free_mib:.0f} MiB free, a checkpoint takes {size_mib:.0f} MiB)"
+    else:
+        cause = f"{(str(error).strip() or type(error).__name__).splitlines()[0]} ({free_mib:.0f} MiB free)"
+    then = (f"`autotelic resume {run_dir}` continues from {earlier[-1].name}" if earlier
+            else "start the run again: it has no earlier checkpoint")
+    where = run_dir / "checkpoints"
+    return f"writing the checkpoint of step {step} in {where} failed: {cause}; free space, then {then}"
