@@ -28,9 +28,9 @@ Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, uni
         written before each (eval_after_memory); skill/memory replay as a deployed agent's, paired on one policy
         (memory_vs_grpo), at no extra training run.
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same samples per step for
-every arm (``control.max_samples_per_step`` = tasks_per_step x group_size, which leaves the recipe's refills
-nothing to spend); ``--max-minutes`` a safety net flagged if it binds; decodings at ``eval.token_budget``
-completion tokens per task, which best-of-n never exceeds.
+every arm (``control.max_samples_per_step`` = tasks_per_step x group_size, which leaves refills, where dynamic
+sampling is turned on, nothing to spend); ``--max-minutes`` a safety net flagged if it binds; decodings at
+``eval.token_budget`` completion tokens per task, which best-of-n never exceeds.
 Every arm and seed is a fresh run of the checked-out code unless ``--reuse`` keeps one finished earlier with the
 same command on the same code (bench/runs.py). ``--seeds`` training seeds, one held-out set of at least ``--heldout``
 problems for all.
@@ -90,10 +90,11 @@ def process_reward(value_dir: Path) -> Arm:
 
 
 def with_sample_budget(arm: Arm, budget: Budget) -> Arm:
-    """The arm generating exactly tasks_per_step x group_size samples a step, as plain GRPO does: the recipe's
-    refills (dynamic sampling) find no budget left, so ReST-GRPO drops its low-spread groups and trains on the rest,
-    as the paper's does. (A token cap of tasks x group x max_new_tokens let the refills spend what GRPO's shorter
-    answers left: 12-54% more samples a step, and more groups trained, than the arm it was compared with.)"""
+    """The arm generating exactly tasks_per_step x group_size samples a step, as plain GRPO does: refills (dynamic
+    sampling, which the recipe no longer turns on) would find no budget left, so ReST-GRPO drops its low-spread
+    groups and trains on the rest, as the paper's does. (A token cap of tasks x group x max_new_tokens let the
+    refills spend what GRPO's shorter answers left: 12-54% more samples a step, and more groups trained, than the
+    arm it was compared with.)"""
     config = arm_config(arm, budget)
     samples = config.control.tasks_per_step * config.generate.group_size
     return Arm(arm.name, (*arm.overrides, f"control.max_samples_per_step={samples}"), arm.recipe, arm.label)
