@@ -191,10 +191,9 @@ def test_a_full_disk_stops_the_run_in_one_line_and_resume_ends_it_like_an_uninte
     # the run's exit status, then its directory copied out of the tmpfs, which goes with the namespace
     script = ('mount -t tmpfs -o size="$1" tmpfs "$2" && "$4" -m autotelic.cli run "${@:5}" logging.runs_dir="$2" '
               'logging.run_name=full; status=$?; cp -a "$2/full" "$3"; exit $status')
-    full = subprocess.run(["unshare", "-Urm", "bash", "-c", script, "bash", str(2 * checkpoint_bytes +
-                                                                                  checkpoint_bytes // 2),
-                           str(disk), str(copied), sys.executable, *TINY],
-                          capture_output=True, text=True, timeout=300)
+    room = 2 * checkpoint_bytes + checkpoint_bytes // 2
+    full = subprocess.run(["unshare", "-Urm", "bash", "-c", script, "bash", str(room), str(disk), str(copied),
+                           sys.executable, *TINY], capture_output=True, text=True, timeout=300)
     assert full.returncode == 2, full.stderr[-3000:]
     assert re.fullmatch(
         rf"error: writing the checkpoint of step 3 in {re.escape(str(disk / 'full' / 'checkpoints'))} failed: the "

@@ -154,28 +154,27 @@ class CheckpointWriter:
     def __init__(self, run_dir: Path, keep: int):
         self.run_dir, self.keep = run_dir, keep
         self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self._step = 0
+        self._failure: CheckpointError | None = None
 
     def save(self, step: int, payload: dict[str, Any]) -> None:
         self.wait()
-        self._step = step
         self._thread = threading.Thread(target=self._write, args=(step, payload), name=f"checkpoint-{step}")
         self._thread.start()
 
     def _write(self, step: int, payload: dict[str, Any]) -> None:
         try:
             save_checkpoint(self.run_dir, step, payload, self.keep)
-        except BaseException as error:  # re-raised on the training thread by wait()
-            self._error = error
+        except BaseException as error:  # raised on the training thread by wait(), as one line
+            self._failure = CheckpointError(write_failure(self.run_dir, step, error))
+            self._failure.__cause__ = error
 
     def wait(self) -> None:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise CheckpointError(write_failure(self.run_dir, self._step, error)) from error
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
 
 
 def write_failure(run_dir: Path, step: int, error: BaseException) -> str:
