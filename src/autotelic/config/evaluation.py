@@ -71,8 +71,9 @@ class ValueConfig:
     """Body of the value model; None uses the trained policy (the run's exported model)."""
     body: Literal["frozen", "lora", "full"] = "frozen"
     """frozen: a scalar head on the body's features, computed once (seconds on a CPU); lora: that head, then LoRA
-    adapters on the body trained with it for ``body_epochs`` (the body runs forward and backward: minutes on a CPU);
-    full: the whole body fine-tuned so (the paper's setting, for GPUs)."""
+    adapters on the body trained with it for ``body_epochs`` (the body runs forward and backward: tens of minutes on
+    a CPU); full: the whole body fine-tuned so (the paper's setting, for GPUs). frozen is the default because on the
+    embedded model's code targets a LoRA body ranked partial programs no better (docs/results.md, value-body study)."""
     depth: float = 0.6
     """Share of the body's decoder layers kept (the lowest); the head reads the residual stream there. On the
     embedded model's pyfunc value targets, cross-validated over training problems (bench/value_depth.py,
