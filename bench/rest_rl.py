@@ -1,7 +1,8 @@
 """ReST-RL on code: pass@1 on a held-out code set for plain GRPO, ReST-GRPO, and ReST-GRPO with value-model
 decoding (best-of-n picked by the value model, and VM-MCTS) at the same completion-token budget per task.
 
-Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, unit-test rewards in the sandbox):
+Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, unit-test rewards in the sandbox)
+with its guided rollouts switched off (``curriculum.hints.fraction=0``) but in the demonstrations arm:
 - grpo: GRPO on groups with any reward spread; no partial-solution prompts, no dynamic sampling;
 - rest: ReST-GRPO (groups of reward std < 0.05 dropped, partial-solution prompts cut from correct answers),
         then VM-MCTS: MCTS with test-scored rollouts on training problems labels partial
@@ -71,13 +72,15 @@ from autotelic.value_model import ValueModel, value_model_problem
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "rest-rl-code.yaml"
 NO_VALUE = "value.enabled=false"
 REMEMBERED = "eval_after_memory"  # the grpo arm's held-out answers with its memory's examples in the prompt
-ARMS = (Arm("grpo", ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
-                     NO_VALUE), RECIPE),
-        Arm("rest", (), RECIPE))
-REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", "curriculum.prefixes.fraction=0", "filter.min_reward_std=0",
-                            "filter.dynamic_sampling=false", NO_VALUE), RECIPE)
+# the recipe ships guided rollouts since they beat grpo here (gd8); every other arm keeps them off, as when measured
+NO_HINTS = "curriculum.hints.fraction=0"
+PLAIN_GRPO = ("curriculum.prefixes.fraction=0", "filter.min_reward_std=0", "filter.dynamic_sampling=false",
+              NO_VALUE)
+ARMS = (Arm("grpo", (*PLAIN_GRPO, NO_HINTS), RECIPE),
+        Arm("rest", (NO_HINTS,), RECIPE))
+REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", *PLAIN_GRPO, NO_HINTS), RECIPE)
 # code tasks are guided by their reference function in a ```python block, as their instruction asks a reply to be
-GUIDED = Arm("demonstrations", (*ARMS[0].overrides, *demonstrations("solution"), "curriculum.hints.max_reward=0.9"),
+GUIDED = Arm("demonstrations", (*PLAIN_GRPO, *demonstrations("solution"), "curriculum.hints.max_reward=0.9"),
              RECIPE)
 REMEMBERS = "curriculum.memory.at_eval=true"
 PROCESS_WEIGHT = 0.15  # of the value model's score beside the unit tests' (the docstring says why)
@@ -139,7 +142,7 @@ def main() -> None:
     if args.no_rest and not args.training_only:
         parser.error("--no-rest leaves out the arm whose value model the decodings use: add --training-only")
     budget = budget_from(args)
-    rest = Arm("rest", (NO_VALUE,), RECIPE) if args.training_only else ARMS[1]
+    rest = Arm("rest", (*ARMS[1].overrides, NO_VALUE), RECIPE) if args.training_only else ARMS[1]
     grpo = Arm("grpo", (*ARMS[0].overrides, REMEMBERS), RECIPE) if args.memory else ARMS[0]
     if args.process_reward is not None and (problem := value_model_problem(args.process_reward)) is not None:
         parser.error(f"--process-reward {args.process_reward}: {problem}")

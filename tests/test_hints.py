@@ -3,6 +3,7 @@ share of each step; and a real run on data with a solution column."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import deque
 
@@ -99,6 +100,16 @@ def test_a_code_reference_is_demonstrated_with_its_indentation():
     hints = HintCurriculum(Fixed([task]), fraction=1.0, mode="demonstration", queue=deque())
     hints.observe([_group(task, [0.0, 0.0])])
     assert hints.queue[0].meta["demonstration"] == ["    return x + 1"]
+
+
+def test_a_failed_partial_solution_prompt_is_not_guided():
+    """A ReST-GRPO prefix task's reply continues its cut; the reference, a whole solution, would follow the cut as a
+    second solution (the code recipe has both), so only the problem as posed is guided."""
+    task = _task("f", "def f(x):\n    return x + 1\n")
+    cut = dataclasses.replace(task, uid="f#prefix9", response_prefix="def f(x):")
+    hints = HintCurriculum(Fixed([task]), fraction=1.0, mode="demonstration", queue=deque())
+    assert hints.observe([_group(cut, [0.0, 0.0])])["hint/made"] == 0
+    assert hints.observe([_group(task, [0.0, 0.0])])["hint/made"] == 1
 
 
 def test_with_a_stuck_window_only_families_stuck_at_zero_are_guided():

@@ -17,6 +17,9 @@ in episodes plays it, one action (line) a turn, in place of sampled turns (``Epi
 like the policy's own samples, from its log-probs under the policy, so the group's rewards differ and the
 demonstration gets the advantage it earned.
 
+A partial-solution prompt (ReST-GRPO's, ``curricula/prefixes.py``) is never guided: its reply continues the cut,
+which the reference, written from the start, does not.
+
 ``stuck_window`` keeps guidance for the families the policy never solves: a task is guided only while none of
 its family's last ``stuck_window`` unguided groups was solved. Once the policy's own samples sometimes succeed,
 its groups already differ, and a reference in place of a sample would only pull the family off-policy.
@@ -90,8 +93,9 @@ class HintCurriculum(DerivedTaskQueue):
         made = 0
         for group in original:
             reference = reference_of(group.task, self.column)
-            if (reference is None or not group.samples or max(group.rewards) > self.max_reward
-                    or not self._stuck(group.task.family)):
+            # a partial-solution prompt (curricula/prefixes.py) continues its cut: a reference answers from the start
+            if (reference is None or group.task.response_prefix or not group.samples
+                    or max(group.rewards) > self.max_reward or not self._stuck(group.task.family)):
                 continue
             retry = self._retry(group.task, reference)
             if retry is not None:
