@@ -1,8 +1,8 @@
 """ReST-RL on code: pass@1 on a held-out code set for plain GRPO, ReST-GRPO, and ReST-GRPO with value-model
 decoding (best-of-n picked by the value model, and VM-MCTS) at the same completion-token budget per task.
 
-Both training arms run ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, unit-test rewards in the sandbox)
-with its guided rollouts switched off (``curriculum.hints.fraction=0``) but in the demonstrations arm:
+Every arm runs ``recipes/rest-rl-code.yaml`` (embedded SmolLM2-135M, unit-test rewards in the sandbox), its
+guided rollouts switched off (``curriculum.hints.fraction=0``) except in the demonstrations arm:
 - grpo: GRPO on groups with any reward spread; no partial-solution prompts, no dynamic sampling;
 - rest: ReST-GRPO (groups of reward std < 0.05 dropped, partial-solution prompts cut from correct answers),
         then VM-MCTS: MCTS with test-scored rollouts on training problems labels partial
