@@ -15,6 +15,7 @@ from scripted import ScriptedBackend, ScriptedPolicy
 
 from autotelic.config import ConfigError
 from autotelic.curricula import BanditCurriculum
+from autotelic.curricula.base import CurriculumWrapper
 from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver, split_instruction
 from autotelic.curricula.failures import FailureCurriculum
 from autotelic.curricula.prefixes import PrefixCurriculum
@@ -51,7 +52,7 @@ def _group(task: Task) -> Group:
 
 def _layers(curriculum) -> list:
     layers = [curriculum]
-    while isinstance(layers[-1], PrefixCurriculum | FailureCurriculum):
+    while isinstance(layers[-1], CurriculumWrapper):  # prefixes, failure cuts, hints, over the base
         layers.append(layers[-1].base)
     return layers
 

@@ -11,6 +11,7 @@ import pytest
 
 from autotelic.config import ConfigError
 from autotelic.curricula.hints import HintCurriculum, hint_of, hinted
+from autotelic.curricula.prefixes import prefix_task
 from autotelic.types import Group, Sample, Task
 
 SOLUTION = "Add the ones: 3 + 4 = 7.\nAdd the tens: 20 + 50 = 70.\nSo the sum is 77."
@@ -104,12 +105,13 @@ def test_a_code_reference_is_demonstrated_with_its_indentation():
 
 def test_a_failed_partial_solution_prompt_is_not_guided():
     """A ReST-GRPO prefix task's reply continues its cut; the reference, a whole solution, would follow the cut as a
-    second solution (the code recipe has both), so only the problem as posed is guided."""
+    second solution (the code recipe has both), so only the problem as posed is guided. A reply that only starts
+    with a fixed prefix (the web tasks' "Action:") is guided: the reference follows that prefix on every turn."""
     task = _task("f", "def f(x):\n    return x + 1\n")
-    cut = dataclasses.replace(task, uid="f#prefix9", response_prefix="def f(x):")
+    web = dataclasses.replace(task, uid="w", response_prefix="Action:")
     hints = HintCurriculum(Fixed([task]), fraction=1.0, mode="demonstration", queue=deque())
-    assert hints.observe([_group(cut, [0.0, 0.0])])["hint/made"] == 0
-    assert hints.observe([_group(task, [0.0, 0.0])])["hint/made"] == 1
+    assert hints.observe([_group(prefix_task(task, "def f(x):"), [0.0, 0.0])])["hint/made"] == 0
+    assert hints.observe([_group(task, [0.0, 0.0]), _group(web, [0.0, 0.0])])["hint/made"] == 2
 
 
 def test_with_a_stuck_window_only_families_stuck_at_zero_are_guided():

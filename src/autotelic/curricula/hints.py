@@ -94,7 +94,7 @@ class HintCurriculum(DerivedTaskQueue):
         for group in original:
             reference = reference_of(group.task, self.column)
             # a partial-solution prompt (curricula/prefixes.py) continues its cut: a reference answers from the start
-            if (reference is None or group.task.response_prefix or not group.samples
+            if (reference is None or group.task.meta.get("partial_solution") or not group.samples
                     or max(group.rewards) > self.max_reward or not self._stuck(group.task.family)):
                 continue
             retry = self._retry(group.task, reference)

@@ -74,7 +74,10 @@ def choose_prefixes(prefixes: list[str], per_line: float, decay: float, rng: ran
 
 
 def prefix_task(task: Task, prefix: str) -> Task:
-    return replace(task, uid=f"{task.uid}#prefix{len(prefix)}", response_prefix=prefix)
+    """The task with its reply started at ``prefix``, marked so other layers know the reply continues a cut (a
+    plain response_prefix, such as the web tasks' "Action:", starts every reply afresh)."""
+    return replace(task, uid=f"{task.uid}#prefix{len(prefix)}", response_prefix=prefix,
+                   meta={**task.meta, "partial_solution": True})
 
 
 @dataclass
