@@ -23,6 +23,11 @@ guided rollouts switched off (``curriculum.hints.fraction=0``) except in the dem
         the answers they tie on. Its weight bounds that order, not its pull: a group all wrong or all right, which
         grpo drops, now spreads by the value model alone and GRPO scales its advantages to full size, so this arm
         also trains on groups grpo would not (process_reward_vs_grpo);
+- answer_stop (``--answer-stop``): the grpo arm with early stop inside a trajectory once its outcome is fixed
+        (``control.stop_pattern``, the code block the unit tests grade, closed): a reply ends at its first closed
+        code block, so the explanations and usage examples the small model writes after it, which no reward reads,
+        are neither generated nor trained; rollouts, evaluation and rewards are otherwise the grpo arm's
+        (answer_stop_vs_grpo, at equal steps and samples: it spends fewer tokens);
 - memory (``--memory``): the grpo arm keeps a memory (``curriculum.memory.at_eval``, ``fraction`` 0: it only banks,
         so it trains exactly as without): problems it solved with its own answers. Its held-out set is answered
         twice on the same weights: alone (eval_after, the grpo numbers) and with the 2 nearest remembered problems
@@ -43,7 +48,7 @@ problems for all.
     python bench/rest_rl.py --training-only --no-rest --process-reward VALUE_DIR --steps 20 --heldout 200 --parallel
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, demonstrations_vs_grpo with --demonstrations,
-process_reward_vs_grpo with --process-reward, memory_vs_grpo with --memory,
+process_reward_vs_grpo with --process-reward, answer_stop_vs_grpo with --answer-stop, memory_vs_grpo with --memory,
 best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
 prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
@@ -66,6 +71,7 @@ from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config
 from strategies import demonstrations
 
 from autotelic.evaluation import reselect
+from autotelic.tasks.code import CLOSED_CODE_BLOCK
 from autotelic.run_log import write_jsonl
 from autotelic.value_model import ValueModel, value_model_problem
 
@@ -82,6 +88,7 @@ REST_DPO = Arm("rest_dpo", ("algorithm.name=online_dpo", *PLAIN_GRPO, NO_HINTS),
 # code tasks are guided by their reference function in a ```python block, as their instruction asks a reply to be
 GUIDED = Arm("demonstrations", (*PLAIN_GRPO, *demonstrations("solution"), "curriculum.hints.max_reward=0.9"),
              RECIPE)
+ANSWER_STOP = Arm("answer_stop", (*ARMS[0].overrides, f"control.stop_pattern='{CLOSED_CODE_BLOCK}'"), RECIPE)
 REMEMBERS = "curriculum.memory.at_eval=true"
 PROCESS_WEIGHT = 0.15  # of the value model's score beside the unit tests' (the docstring says why)
 
@@ -125,6 +132,8 @@ def main() -> None:
     parser.add_argument("--rest-dpo", action="store_true", help="also the ReST-DPO baseline arm")
     parser.add_argument("--demonstrations", action="store_true",
                         help="also the grpo arm with guided rollouts by demonstration")
+    parser.add_argument("--answer-stop", action="store_true",
+                        help="also the grpo arm with each reply ended at its first closed code block")
     parser.add_argument("--memory", action="store_true", help="also evaluate the grpo arm with its memory")
     parser.add_argument("--process-reward", type=Path, default=None, metavar="VALUE_DIR",
                         help="also the grpo arm with this value model's process reward beside the unit tests")
@@ -148,11 +157,13 @@ def main() -> None:
         parser.error(f"--process-reward {args.process_reward}: {problem}")
     process = [process_reward(args.process_reward)] if args.process_reward is not None else []
     arms = [with_sample_budget(arm, budget) for arm in (grpo, *([GUIDED] if args.demonstrations else []), *process,
+                                                        *([ANSWER_STOP] if args.answer_stop else []),
                                                         *([] if args.no_rest else [rest]),
                                                         *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
-    against_grpo = [name for name in ("rest", "rest_dpo", "demonstrations", "process_reward") if name in trained]
+    against_grpo = [name for name in ("rest", "rest_dpo", "demonstrations", "process_reward", "answer_stop")
+                    if name in trained]
     training = [*(compare(f"{name}_vs_grpo", Measure(trained["grpo"]), Measure(trained[name]))
                   for name in against_grpo),
                 *([compare("memory_vs_grpo", Measure(trained["grpo"]), Measure(trained["grpo"], REMEMBERED))]

@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from autotelic.tasks.code import CLOSED_CODE_BLOCK
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 TINY = ["model.path=random:qwen2-tiny", "control.max_new_tokens=16", "eval.max_new_tokens=16",
@@ -29,15 +32,15 @@ def test_training_only_refuses_the_selections_it_leaves_out_in_one_line(tmp_path
 
 @pytest.mark.slow
 def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path):
-    done = run_bench(tmp_path, "--training-only", "--rest-dpo", "--demonstrations", "--memory", "--steps", "1",
-                     "--seeds", "1", "--heldout", "3", "--parallel", *TINY)
+    done = run_bench(tmp_path, "--training-only", "--rest-dpo", "--demonstrations", "--answer-stop", "--memory",
+                     "--steps", "1", "--seeds", "1", "--heldout", "3", "--parallel", *TINY)
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = (tmp_path / "results").glob("rest_rl-*.json")
     record = json.loads(path.read_text())
     assert [c["name"] for c in record["comparisons"]] == ["rest_vs_grpo", "rest_dpo_vs_grpo", "demonstrations_vs_grpo",
-                                                          "memory_vs_grpo"]
+                                                          "answer_stop_vs_grpo", "memory_vs_grpo"]
     assert record["summary"]["training_only"] is True
-    assert sorted(row["arm"] for row in record["rows"]) == ["demonstrations", "grpo", "rest", "rest_dpo"]
+    assert sorted(row["arm"] for row in record["rows"]) == ["answer_stop", "demonstrations", "grpo", "rest", "rest_dpo"]
     for row in record["rows"]:
         run_dir = Path(row["run_dir"])
         assert row["steps"] == 1 and not (run_dir / "value_model").exists()  # no VM-MCTS stage in any arm
@@ -49,6 +52,9 @@ def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path
         assert [r["generate/samples"] for r in steps if "generate/samples" in r] == [4]
     step = json.loads((run_dirs["demonstrations"] / "metrics.jsonl").read_text().splitlines()[0])
     assert step["hint/fraction"] == 0.5  # the guided arm's curriculum, at its first step's share
+    stops = {arm: yaml.safe_load((run_dir / "config.yaml").read_text())["control"]["stop_pattern"]
+             for arm, run_dir in run_dirs.items()}
+    assert stops.pop("answer_stop") == CLOSED_CODE_BLOCK and set(stops.values()) == {""}  # only that arm stops early
     # the memory's answers: a second pass over the same held-out set on the same weights (that banking alone leaves
     # training as it was is test_memory's)
     grpo = run_dirs["grpo"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from autotelic.abilities import Learns
 from autotelic.algorithms import AlgorithmSpec
-from autotelic.backends import PolicyBackend
+from autotelic.backends import DecoderStops, PolicyBackend
 from autotelic.backends.hf import HFPolicy, role_backend
 from autotelic.backends.vllm import build_vllm_generation_policy
 from autotelic.checks import TrainingError
@@ -95,12 +95,16 @@ def build_curriculum(config: RunConfig, heldout: HeldOut) -> Curriculum:
     return curriculum
 
 
-def _trained_model(config: RunConfig, path: str | None, seed: int, stop_repeats: int = 0) -> HFPolicy:
+def _decoder_stops(config: RunConfig) -> DecoderStops:
+    return DecoderStops(config.control.stop_repeats, config.control.stop_pattern)
+
+
+def _trained_model(config: RunConfig, path: str | None, seed: int, stops: DecoderStops = DecoderStops()) -> HFPolicy:
     """A model that trains with the run's optimizer settings: the model settings at ``path`` (None: model.path)."""
     algo = config.algorithm
     return HFPolicy(config.model if path is None else replace(config.model, path=path), lr=algo.lr,
                     weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm, seed=seed,
-                    stop_repeats=stop_repeats)
+                    stops=stops)
 
 
 def build_agents(config: RunConfig) -> list[HFPolicy]:
@@ -108,7 +112,7 @@ def build_agents(config: RunConfig) -> list[HFPolicy]:
     the model the mode names for it, ``model.path`` by default)."""
     mode = get_mode(config.generate.mode)
     paths = [mode.agent_model(config, index) for index in range(mode.agents(config))]
-    return [_trained_model(config, path, config.train.seed + index, config.control.stop_repeats)
+    return [_trained_model(config, path, config.train.seed + index, _decoder_stops(config))
             for index, path in enumerate(paths)]
 
 
@@ -197,7 +201,7 @@ def build_rollout_worker(config: RunConfig, index: int) -> tuple[PolicyBackend, 
     config = _worker_config(config)
     configure_sandbox(config.sandbox.isolation)  # its generator may run code (a python tool, code proposals)
     policy = HFPolicy(config.model, seed=config.train.seed + 1000 * (index + 1),
-                      stop_repeats=config.control.stop_repeats)
+                      stops=_decoder_stops(config))
     generation = build_vllm_generation_policy(config.vllm, policy) if config.vllm.enabled else policy
     return generation, build_generator(config, generation, build_heldout(config))  # the driver's, from the config
 

@@ -166,6 +166,12 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     if config.control.stop_repeats and config.vllm.enabled:
         problems.append("control.stop_repeats stops looping samples in the transformers decoder, which vLLM "
                         "rollouts do not use: set control.stop_repeats=0 or vllm.enabled=false")
+    if config.control.stop_pattern and config.vllm.enabled:
+        problems.append("control.stop_pattern stops complete answers in the transformers decoder, which vLLM "
+                        "rollouts do not use: set control.stop_pattern='' or vllm.enabled=false")
+    if config.control.stop_pattern and (name == "episode" or mode.games):
+        problems.append(f"control.stop_pattern ends single replies; the turns of generate.mode={name} end by their "
+                        "environment's protocol: set control.stop_pattern=''")
     if config.generate.env is not None and mode.games:  # an unknown name stops here, with the known ones listed
         make_game_factory(config.generate.env)
     elif config.generate.env is not None:

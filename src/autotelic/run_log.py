@@ -20,7 +20,7 @@ from autotelic.rollout.propose import proposal_metrics
 from autotelic.types import Group
 
 # Sample facts rollouts.jsonl records when present: a self-play seat, a proposal, a discussion turn, a tree's copy.
-LOGGED_INFO = ("player", "proposal", "looped", "demonstration", "forked", *DISCUSSION_INFO)
+LOGGED_INFO = ("player", "proposal", "looped", "answered", "demonstration", "forked", *DISCUSSION_INFO)
 
 
 def group_metrics(groups: list[Group]) -> dict[str, float]:
@@ -35,6 +35,7 @@ def group_metrics(groups: list[Group]) -> dict[str, float]:
     metrics.update({f"reward/{name}": sum(v) / len(v) for name, v in by_family.items()})
     samples = [s for g in groups for s in g.samples]
     metrics["generate/looped_share"] = sum(s.info.get("looped", False) for s in samples) / max(1, len(samples))
+    metrics["generate/answered_share"] = sum(s.info.get("answered", False) for s in samples) / max(1, len(samples))
     episodes = [s for g in groups for s in g.samples if "turns" in s.info]
     if episodes:
         metrics["episode/turns"] = sum(s.info["turns"] for s in episodes) / len(episodes)

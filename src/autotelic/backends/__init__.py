@@ -17,9 +17,19 @@ import torch
 class Completion:
     token_ids: list[int]
     logprobs: list[float]  # log-prob of each sampled token under the sampling distribution
-    finished: bool  # ended with EOS rather than at the length limit
+    finished: bool  # ended with EOS, or once its answer was complete (``answered``), rather than at the length limit
     entropies: list[float] = field(default_factory=list)  # entropy of each step's sampling distribution
     looped: bool = False  # cut early: its last tokens repeated one block (``control.stop_repeats``)
+    answered: bool = False  # ended early: its text matched ``control.stop_pattern`` (finished too)
+
+
+@dataclass(frozen=True)
+class DecoderStops:
+    """In-trajectory early stops of the transformers decoder: ``repeats`` (control.stop_repeats) ends a sample
+    that loops, ``pattern`` (control.stop_pattern, a regular expression) one whose text holds a complete answer."""
+
+    repeats: int = 0
+    pattern: str = ""
 
 
 @dataclass

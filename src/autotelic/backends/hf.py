@@ -14,6 +14,7 @@ import copy
 import logging
 import math
 import os
+import re
 import shutil
 import warnings
 from dataclasses import replace
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from autotelic.backends import Completion, PolicyBackend, PrefixCache
+from autotelic.backends import Completion, DecoderStops, PolicyBackend, PrefixCache
 from autotelic.backends.batching import group_sizes
 from autotelic.backends.embedded import ModelFileError
 from autotelic.backends.forward import checkpoint_completion_layers, completion_logits, completion_logprobs
@@ -104,7 +105,7 @@ class HFPolicy:
     """A causal LM from a local directory, optionally wrapped with LoRA adapters, plus its optimizer."""
 
     def __init__(self, config: ModelConfig, lr: float = 1e-5, weight_decay: float = 0.0,
-                 max_grad_norm: float = 1.0, seed: int = 0, stop_repeats: int = 0):
+                 max_grad_norm: float = 1.0, seed: int = 0, stops: DecoderStops = DecoderStops()):
         from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
         cores = len(os.sched_getaffinity(0))  # more threads than the cores we may run on only contend for them
@@ -151,7 +152,7 @@ class HFPolicy:
         self.max_grad_norm = max_grad_norm
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
-        self.stop_repeats = stop_repeats  # in-trajectory early stop of looping samples (``sampling.looping``)
+        self.stops = stops  # in-trajectory early stops: of looping samples, of complete answers
         self._frozen_reference: torch.nn.Module | None = None
         self._ids_containing: dict[str, list[int]] = {}
 
@@ -223,7 +224,13 @@ class HFPolicy:
             return sample_groups(self.causal_lm, prompts, group_sizes(n, len(prompts)), max_new_tokens,
                                  pad_id=self.pad_id, eos_ids=self.eos_ids, generator=self.generator,
                                  device=self.device, temperature=temperature, top_p=top_p, greedy=greedy,
-                                 stop_token_ids=stop_token_ids, stop_repeats=self.stop_repeats, prefixes=prefixes)
+                                 stop_token_ids=stop_token_ids, stop_repeats=self.stops.repeats,
+                                 answered=self._answered if self.stops.pattern else None, prefixes=prefixes)
+
+    def _answered(self, token_ids: list[int]) -> bool:
+        """Whether the text of ``token_ids`` holds a complete answer: it matches ``control.stop_pattern`` (re
+        caches the compiled pattern)."""
+        return re.search(self.stops.pattern, self.decode(token_ids)) is not None
 
     def _precision(self) -> torch.autocast:
         """The forwards' precision: bf16 autocast under ``model.dtype=bf16-mixed`` (backward follows the forward's

@@ -7,7 +7,7 @@ later turns' prefill shrinks to the reply and observation (tens of tokens)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -141,11 +141,13 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
                   pad_id: int, eos_ids: torch.Tensor, generator: torch.Generator, device: torch.device,
                   temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
                   stop_token_ids: Sequence[int] = (), stop_repeats: int = 0,
+                  answered: Callable[[list[int]], bool] | None = None,
                   prefixes: PrefixCache | None = None) -> list[list[Completion]]:
     """sizes[i] completions of prompt i by the causal LM ``lm``, one list per prompt. A completion is
-    ``finished`` when it ends with one of ``eos_ids``; it also ends after any of ``stop_token_ids``, and with
-    ``stop_repeats`` once it loops (``looping``: then ``looped``, not finished). With ``prefixes``, prompts start
-    from the state its earlier calls kept, and this call's sequences are kept in place of those they continue."""
+    ``finished`` when it ends with one of ``eos_ids``; it also ends after any of ``stop_token_ids``, with
+    ``stop_repeats`` once it loops (``looping``: then ``looped``, not finished), and once ``answered`` says its
+    tokens hold a complete answer (then ``answered`` and finished). With ``prefixes``, prompts start from the state
+    its earlier calls kept, and this call's sequences are kept in place of those they continue."""
     if prefixes is not None and prefixes.owner != id(lm):
         prefixes.entries, prefixes.owner = [], id(lm)
     starts = _starts(prompts, prefixes.entries) if prefixes is not None else [(None, 0)] * len(prompts)
@@ -165,7 +167,7 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
     tokens: list[list[int]] = [[] for _ in range(total)]
     logps: list[list[float]] = [[] for _ in range(total)]
     entropies: list[list[float]] = [[] for _ in range(total)]
-    finished, looped = [False] * total, [False] * total
+    finished, looped, complete = [False] * total, [False] * total, [False] * total
     active = torch.arange(total)  # decoding-batch row -> sample index, on the CPU (read every step)
 
     def fed(sample: int) -> list[int]:  # what a sample's cache covers: its last sampled token never ran
@@ -191,6 +193,9 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
             if stop_repeats and not is_end and looping(tokens[sample], stop_repeats):
                 looped[sample] = True
                 done[row] = True
+            elif answered is not None and not is_end and answered(tokens[sample]):
+                finished[sample] = complete[sample] = True
+                done[row] = True
         if step == max_new_tokens - 1 or bool(done.all()):
             break
         if bool(done.any()):  # drop finished rows so later steps cost only what is still running
@@ -207,6 +212,7 @@ def sample_groups(lm: torch.nn.Module, prompts: list[list[int]], sizes: list[int
         next_position = next_position + 1
     if prefixes is not None:
         _keep(prefixes, cache, mask, list(range(len(active))), [fed(i) for i in active.tolist()])
-    completions = [Completion(tokens[i], logps[i], finished[i], entropies[i], looped[i]) for i in range(total)]
+    completions = [Completion(tokens[i], logps[i], finished[i], entropies[i], looped[i], complete[i])
+                   for i in range(total)]
     starts = [0, *itertools.accumulate(sizes)]
     return [completions[starts[p]:starts[p + 1]] for p in range(len(prompts))]

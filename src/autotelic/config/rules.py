@@ -4,6 +4,7 @@ these helpers; a problem names the key, the rule it breaks and the value it has.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 
@@ -14,6 +15,15 @@ class ConfigError(ValueError):
 def rule(ok: bool, key: str, value: Any, requirement: str) -> list[str]:
     """[] where ``ok``, else the problem: the key, the rule it breaks and the value it has."""
     return [] if ok else [f"{key} must {requirement}, got {value!r}"]
+
+
+def compiles(pattern: str) -> bool:
+    """Whether ``pattern`` is a valid Python regular expression."""
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
 
 
 def count(key: str, value: int | None, low: int = 1) -> list[str]:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from autotelic.config.rules import at_least_zero, band, count, filled, finite, fraction, positive, rule
+from autotelic.config.rules import at_least_zero, band, compiles, count, filled, finite, fraction, positive, rule
 
 
 DEVICE = re.compile(r"cpu|auto|cuda(:\d+)?|mps")
@@ -162,6 +162,11 @@ class ControlConfig:
     one block of up to 16 tokens this many times in a row, and shorter blocks until they cover 12 tokens (a loop
     it rarely leaves before the length cap; 7777 is a number), cut like one at the cap; 0: never.
     generate/looped_share logs how many."""
+    stop_pattern: str = ""
+    """In-trajectory early stop once the answer is complete (transformers rollouts, evaluation and search; single
+    replies, not episodes): a sample ends, finished, as soon as its text matches this regular expression (Python
+    re.search), so nothing the verifier would not read is generated or trained; empty: never.
+    generate/answered_share logs how many."""
     early_exit_probe: int | None = None
     """Draw this many samples first; a group whose probe rewards are all equal stops there."""
     overlong: Literal["none", "shaping", "mask"] = "none"
@@ -174,6 +179,8 @@ class ControlConfig:
         return [*count(f"{key}.max_new_tokens", self.max_new_tokens), *rule(
                     self.stop_repeats == 0 or self.stop_repeats >= 2, f"{key}.stop_repeats", self.stop_repeats,
                     "be 0 (off) or at least 2 (a block and its repeat)"),
+                *rule(compiles(self.stop_pattern), f"{key}.stop_pattern", self.stop_pattern,
+                      "be a Python regular expression (re) or empty"),
                 *count(f"{key}.max_tokens_per_step", self.max_tokens_per_step),
                 *count(f"{key}.max_samples_per_step", self.max_samples_per_step),
                 *count(f"{key}.tasks_per_step", self.tasks_per_step),

@@ -39,7 +39,8 @@ def sizes_per_task(sizes: int | list[int], count: int) -> list[int]:
 
 def _sample(policy: PolicyBackend, completion: Completion, prefix: Sample | None = None, at: int = 0) -> Sample:
     """A Sample from a backend completion, optionally continuing the first ``at`` tokens of ``prefix``."""
-    info = {"looped": True} if completion.looped else {}  # cut early by control.stop_repeats
+    # cut early by control.stop_repeats, or ended once complete by control.stop_pattern
+    info = {"looped": True} if completion.looped else {"answered": True} if completion.answered else {}
     if prefix is None:
         return Sample(text=policy.decode(completion.token_ids), token_ids=list(completion.token_ids),
                       logprobs=list(completion.logprobs), finished=completion.finished,

@@ -25,6 +25,8 @@ from autotelic.types import Task
 
 INSTRUCTION = "Complete the following Python function. Reply with the whole function in a ```python code block.\n\n"
 _CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|\Z)", re.DOTALL)
+CLOSED_CODE_BLOCK = r"```(?:python|py)?\s*\n[\s\S]*?```"
+"""The block ``extract_code`` grades, once closed: nothing after it changes a code reward (``control.stop_pattern``)."""
 
 
 def extract_code(completion: str) -> str:
