@@ -164,8 +164,9 @@ class ControlConfig:
     generate/looped_share logs how many."""
     stop_pattern: str = ""
     """In-trajectory early stop once the answer is complete (transformers rollouts, evaluation and search; single
-    replies, not episodes): a sample ends, finished, as soon as its text matches this regular expression (Python
-    re.search), so nothing the verifier would not read is generated or trained; empty: never.
+    replies, not episodes): a sample ends, finished, as soon as the text its decoder call wrote matches this regular
+    expression (Python re.search; a continued segment, a search step or a reply after a partial-solution prompt is
+    matched on its own text), so nothing the verifier would not read is generated or trained; empty: never.
     generate/answered_share logs how many."""
     early_exit_probe: int | None = None
     """Draw this many samples first; a group whose probe rewards are all equal stops there."""
