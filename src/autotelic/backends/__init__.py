@@ -64,8 +64,9 @@ class PolicyBackend(Protocol):
         greedy: bool = False, stop_token_ids: Sequence[int] = (), prefixes: PrefixCache | None = None,
     ) -> list[list[Completion]]: ...
     """``stop_token_ids`` end a completion after that token (e.g. line ends for step-wise search);
-    ``Completion.finished`` stays True only for end-of-sequence tokens. ``prefixes``: the prompts continue the
-    sequences of the last call given the same cache (the next turn of its episodes); its state may be reused."""
+    ``Completion.finished`` stays True only for end-of-sequence tokens (and, in the transformers decoder, complete
+    answers: ``Completion.answered``). ``prefixes``: the prompts continue the sequences of the last call given the
+    same cache (the next turn of its episodes); its state may be reused."""
 
     def token_ids_containing(self, text: str) -> list[int]: ...
 
