@@ -24,8 +24,9 @@ from autotelic.tasks.harness import Harnessed, harness, passes
 from autotelic.types import Task
 
 INSTRUCTION = "Complete the following Python function. Reply with the whole function in a ```python code block.\n\n"
-_CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|\Z)", re.DOTALL)
-CLOSED_CODE_BLOCK = r"```(?:python|py)?\s*\n[\s\S]*?```"
+_FENCE_OPEN = r"```(?:python|py)?\s*\n"
+_CODE_BLOCK = re.compile(_FENCE_OPEN + r"(.*?)(?:```|\Z)", re.DOTALL)
+CLOSED_CODE_BLOCK = _FENCE_OPEN + r"[\s\S]*?```"
 """The block ``extract_code`` grades, once closed: nothing after it changes a code reward (``control.stop_pattern``)."""
 
 
