@@ -57,7 +57,7 @@ def test_a_sections_command_comparisons_and_ratios_are_its_artifacts(heading, bo
     for index, artifact in enumerate(artifacts):  # each artifact's figures follow its mention, up to the next one
         body_of = body[(starts[index] if index else 0):(starts[index + 1] if index + 1 < len(starts) else None)]
         for comparison in artifact["comparisons"]:  # `name: gain_points=+X`, 95% CI a to b; or `name: +X points`
-            found = re.search(rf"`{re.escape(comparison['name'])}[:=][^`]*?{NUMBER}[^`]*`[^`]*?{NUMBER} to {NUMBER}",
+            found = re.search(rf"`{re.escape(comparison['name'])}[:=][^`]*?{NUMBER}[^`]*`[^`]*?{NUMBER}\s+to\s+{NUMBER}",
                               body_of)
             if found is None:
                 continue
