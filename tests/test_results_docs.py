@@ -33,8 +33,8 @@ def _load(path: str) -> dict:
 
 def _without_runs_dir(command: str) -> str:
     """The command less its runs directory, its script named from the checkout's root (a bench started from
-    bench/ wrote ``python decoding.py`` before artifacts named scripts that way)."""
-    command = re.sub(r" --runs-dir \S+", "", command)
+    bench/ wrote ``python decoding.py`` before artifacts named scripts that way), quoted over several lines or not."""
+    command = re.sub(r" --runs-dir \S+", "", " ".join(command.split()))
     return re.sub(r"^python (\w+\.py)", lambda m: f"python bench/{m.group(1)}" if (ROOT / "bench" / m.group(1)).is_file()
                   else m.group(0), command)
 
@@ -57,8 +57,8 @@ def test_a_sections_command_comparisons_and_ratios_are_its_artifacts(heading, bo
     for index, artifact in enumerate(artifacts):  # each artifact's figures follow its mention, up to the next one
         body_of = body[(starts[index] if index else 0):(starts[index + 1] if index + 1 < len(starts) else None)]
         for comparison in artifact["comparisons"]:  # `name: gain_points=+X`, 95% CI a to b; or `name: +X points`
-            found = re.search(rf"`{re.escape(comparison['name'])}[:=][^`]*?{NUMBER}[^`]*`[^`]*?{NUMBER}\s+to\s+{NUMBER}",
-                              body_of)
+            found = re.search(rf"`{re.escape(comparison['name'])}[:=][^`]*?{NUMBER}[^`]*`"
+                              rf"[^`]*?{NUMBER}\s+to\s+{NUMBER}", body_of)
             if found is None:
                 continue
             gain, low, high = map(float, found.groups())
