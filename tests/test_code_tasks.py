@@ -118,6 +118,34 @@ def test_pyfunc_prompt_is_a_humaneval_style_stub_with_an_example():
     assert PYFUNC.score(task, wrong_name) == 0.0
 
 
+def test_pyfunc_graded_without_the_shown_example_pays_nothing_for_copying_its_output():
+    """The docstring's example is also the first test: an answer returning its output as a constant earns 0.2 of
+    the graded reward, and nothing once the shown test is left out; the reference earns 1.0 either way."""
+    task = PYFUNC.generate(random.Random(2), 1)  # x - 6: no two inputs share an output
+    shown_output = task.meta["prompt"].split(">>> ")[1].splitlines()[1].strip()
+    signature = task.meta["prompt"].split('"""')[0]
+    copy = f"```python\n{signature}    return {shown_output}\n```"
+    assert task.meta["unshown_test"] == "def check(candidate):\n" + "".join(task.meta["test"].splitlines(True)[2:])
+    graded = build_reward("unit_tests", {"wall_seconds": 5.0})
+    unshown = build_reward("unit_tests", {"wall_seconds": 5.0, "shown": False})
+    assert graded(task, [copy, task.answer]) == [0.2, 1.0]
+    assert unshown(task, [copy, task.answer]) == [0.0, 1.0]
+    assert PYFUNC.score(task, copy) == 0.0 and PYFUNC.score(task, task.answer) == 1.0  # accuracy runs every test
+    humaneval_task, _ = _task("HumanEval/0")
+    with pytest.raises(ValueError, match="family 'humaneval' does not: drop shown: false"):
+        unshown(humaneval_task, ["pass"])
+
+
+def test_a_run_refuses_shown_false_for_families_that_do_not_say_which_tests_their_prompts_show():
+    from autotelic.checks import TrainingError, check_run
+    from autotelic.loading import load_config
+
+    unshown = ["filter.rewards=[{name: unit_tests, options: {shown: false}}]", "model.path=random:qwen2-tiny"]
+    with pytest.raises(TrainingError, match="family 'humaneval' does not say which those are"):
+        check_run(load_config(None, [*unshown, "curriculum.families=[pyfunc,humaneval]"]))
+    check_run(load_config(None, [*unshown, "curriculum.families=[pyfunc]"]))
+
+
 def test_pyfunc_tasks_are_deterministic_and_many_per_level():
     for level in PYFUNC.levels:
         first = [PYFUNC.generate(random.Random(7), level) for _ in range(3)]

@@ -23,7 +23,7 @@ from autotelic.rewards import JUDGE_MODEL, JUDGES, is_custom, reward_names
 from autotelic.rewards.custom import reward_problems
 from autotelic.sandbox import check as check_sandbox
 from autotelic.sandbox import configure as configure_sandbox
-from autotelic.tasks.code import CODE_FAMILIES
+from autotelic.tasks.code import CODE_FAMILIES, UNSHOWN_TEST_FAMILIES
 from autotelic.tasks.files import data_family, data_problems, is_data_family
 from autotelic.value_model import value_model_problem
 from autotelic.win_rate import prompts_problems
@@ -205,6 +205,12 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
             problems.append(f"unknown curriculum.evolve.operations entry '{unknown}'; valid: {', '.join(OPERATIONS)}")
     if spec.name == "offline_dpo" and config.algorithm.dataset is None:
         problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
+    unshown = any(r.name == "unit_tests" and r.options.get("shown") is False for r in config.filter.rewards)
+    untold = [f for f in config.curriculum.families if f not in UNSHOWN_TEST_FAMILIES]
+    if unshown and untold:
+        problems.append(f"unit_tests with shown: false grades only the tests a task's prompt does not show, and "
+                        f"family '{untold[0]}' does not say which those are ({', '.join(UNSHOWN_TEST_FAMILIES)} "
+                        f"does): drop shown: false or train on {UNSHOWN_TEST_FAMILIES[0]}")
     known_rewards = [*reward_names(), "env"]
     problems += [f"unknown reward '{r.name}' in filter.rewards; valid: {', '.join(known_rewards)}"
                  for r in config.filter.rewards if r.name not in known_rewards and not is_custom(r.name)]

@@ -308,11 +308,16 @@ def pyfunc_cases(template: _Template, consts: dict[str, Any], key: str) -> list[
     raise ValueError(f"pyfunc template {template.key} with {consts}: every test input gives the same output")
 
 
+def _check(cases: list[tuple[Any, Any]]) -> str:
+    return "def check(candidate):\n" + "".join(f"    assert candidate({value!r}) == {out!r}\n" for value, out in cases)
+
+
 @dataclass(frozen=True)
 class PyFuncFamily:
     """Procedural HumanEval-style functions: a stub with a docstring and one ``>>>`` example, checked
-    by unit tests in the sandbox. A task's identity (its uid) is its template and constants; the
-    function name is drawn too but does not make a new task."""
+    by unit tests in the sandbox, the example first (``unshown_test``: the others, those the prompt does not
+    show). A task's identity (its uid) is its template and constants; the function name is drawn too but does
+    not make a new task."""
 
     name: str = "pyfunc"
     levels: tuple[int, ...] = (1, 2, 3)
@@ -328,12 +333,10 @@ class PyFuncFamily:
                 f'    """{template.doc.format(**consts)}\n\n'
                 f"    >>> {entry_point}({example!r})\n    {expected!r}\n"
                 f'    """\n')
-        test = "def check(candidate):\n" + "".join(f"    assert candidate({value!r}) == {out!r}\n"
-                                                  for value, out in cases)
         answer = f"    return {template.body.format(**consts)}\n"
         signature = f"def {entry_point}({template.arg}) -> {template.returns}:\n"
-        meta = {"prompt": stub, "test": test, "entry_point": entry_point, "key": key,
-                "columns": {"solution": solution_block(signature + answer)}}
+        meta = {"prompt": stub, "test": _check(cases), "unshown_test": _check(cases[1:]), "entry_point": entry_point,
+                "key": key, "columns": {"solution": solution_block(signature + answer)}}
         prompt = INSTRUCTION + "```python\n" + stub + "```"
         return Task(prompt, answer, self.name, level, task_uid(self.name, key), meta=meta)
 
@@ -345,3 +348,4 @@ class PyFuncFamily:
 
 
 CODE_FAMILIES = {family.name: family for family in (HumanEvalFamily(), PyFuncFamily())}
+UNSHOWN_TEST_FAMILIES = ("pyfunc",)  # their tasks' meta says which tests the prompt does not show (unshown_test)
