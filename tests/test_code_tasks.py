@@ -144,6 +144,10 @@ def test_a_run_refuses_shown_false_for_families_that_do_not_say_which_tests_thei
     with pytest.raises(TrainingError, match="family 'humaneval' does not say which those are"):
         check_run(load_config(None, [*unshown, "curriculum.families=[pyfunc,humaneval]"]))
     check_run(load_config(None, [*unshown, "curriculum.families=[pyfunc]"]))
+    falsy = ["filter.rewards=[{name: unit_tests, options: {shown: 0}}]", "model.path=random:qwen2-tiny"]
+    # a falsy shown is refused as the reward reads it, not only the literal false
+    with pytest.raises(TrainingError, match="family 'humaneval' does not say which those are"):
+        check_run(load_config(None, [*falsy, "curriculum.families=[humaneval]"]))
 
 
 def test_pyfunc_tasks_are_deterministic_and_many_per_level():

@@ -205,7 +205,7 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
             problems.append(f"unknown curriculum.evolve.operations entry '{unknown}'; valid: {', '.join(OPERATIONS)}")
     if spec.name == "offline_dpo" and config.algorithm.dataset is None:
         problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
-    unshown = any(r.name == "unit_tests" and r.options.get("shown") is False for r in config.filter.rewards)
+    unshown = any(r.name == "unit_tests" and not r.options.get("shown", True) for r in config.filter.rewards)
     untold = [f for f in config.curriculum.families if f not in UNSHOWN_TEST_FAMILIES]
     if unshown and untold:
         problems.append(f"unit_tests with shown: false grades only the tests a task's prompt does not show, and "
