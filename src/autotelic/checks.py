@@ -23,8 +23,10 @@ from autotelic.rewards import JUDGE_MODEL, JUDGES, is_custom, reward_names
 from autotelic.rewards.custom import reward_problems
 from autotelic.sandbox import check as check_sandbox
 from autotelic.sandbox import configure as configure_sandbox
-from autotelic.tasks.code import CODE_FAMILIES, UNSHOWN_TEST_FAMILIES
+from autotelic.tasks import UnknownFamilyError, family_names, get_family
+from autotelic.tasks.code import CODE_FAMILIES
 from autotelic.tasks.files import data_family, data_problems, is_data_family
+from autotelic.tasks.harness import ShowsSomeTests
 from autotelic.value_model import value_model_problem
 from autotelic.win_rate import prompts_problems
 
@@ -205,12 +207,8 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
             problems.append(f"unknown curriculum.evolve.operations entry '{unknown}'; valid: {', '.join(OPERATIONS)}")
     if spec.name == "offline_dpo" and config.algorithm.dataset is None:
         problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
-    unshown = any(r.name == "unit_tests" and not r.options.get("shown", True) for r in config.filter.rewards)
-    untold = [f for f in config.curriculum.families if f not in UNSHOWN_TEST_FAMILIES]
-    if unshown and untold:
-        problems.append(f"unit_tests with shown: false grades only the tests a task's prompt does not show, and "
-                        f"family '{untold[0]}' does not say which those are ({', '.join(UNSHOWN_TEST_FAMILIES)} "
-                        f"does): drop shown: false or train on {UNSHOWN_TEST_FAMILIES[0]}")
+    if any(r.name == "unit_tests" and not r.options.get("shown", True) for r in config.filter.rewards):
+        problems += _untold_shown_tests(config.curriculum.families)
     known_rewards = [*reward_names(), "env"]
     problems += [f"unknown reward '{r.name}' in filter.rewards; valid: {', '.join(known_rewards)}"
                  for r in config.filter.rewards if r.name not in known_rewards and not is_custom(r.name)]
@@ -230,6 +228,21 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         raise TrainingError("; ".join(problems))
     if config.vllm.enabled:  # before the model loads: name a missing package or GPU
         require_vllm(config.vllm)
+
+
+def _untold_shown_tests(families: list[str]) -> list[str]:
+    """For unit_tests with shown: false: the first family that cannot say which tests its prompts show."""
+    for name in families:
+        try:
+            told = isinstance(get_family(name), ShowsSomeTests)
+        except UnknownFamilyError:  # an environment's own family, known once it loads: it does not say either
+            told = False
+        if not told:
+            telling = [f for f in family_names() if isinstance(get_family(f), ShowsSomeTests)]
+            return [f"unit_tests with shown: false grades only the tests a task's prompt does not show, and family "
+                    f"'{name}' does not say which those are ({', '.join(telling)} does): drop shown: false or "
+                    f"train on {telling[0]}"]
+    return []
 
 
 def turn_credit_problems(config: RunConfig, spec: AlgorithmSpec, mode: Mode) -> list[str]:

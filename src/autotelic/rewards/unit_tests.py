@@ -1,8 +1,8 @@
 """Unit-test reward: each completion runs with its task's tests in the harness (``tasks/harness.py``: an early
 exit is no pass, each assertion counts on its own) in the sandbox. Graded by default, the share of assertions
 that held (ReST-RL's reward, whose spread the reward-std filter reads); ``graded: false`` pays 1.0 only when
-every test passes. ``shown: false`` leaves out the assertions the task's prompt shows (its ``unshown_test``, which
-pyfunc tasks carry): there the docstring's example is also the first test, and an answer returning that example's
+every test passes. ``shown: false`` leaves out the assertions the task's prompt shows (for families that can,
+``ShowsSomeTests``: pyfunc): there the docstring's example is also the first test, and an answer returning that example's
 output as a constant, whatever its input, would earn 0.2 of the graded reward (bench/copied_examples.py counts such
 answers). Accuracy, the task's own score, still runs every test.
 
@@ -12,10 +12,8 @@ memory and process limits, no network and a fresh temporary directory.
 
 from __future__ import annotations
 
-import dataclasses
-
 from autotelic.tasks import get_family
-from autotelic.tasks.harness import Tested
+from autotelic.tasks.harness import ShowsSomeTests, Tested
 from autotelic.types import Task
 
 
@@ -35,16 +33,13 @@ class UnitTestReward:
         family = get_family(task.family)
         if not isinstance(family, Tested):
             raise ValueError(f"task family '{task.family}' has no unit tests (no tests(task, completion))")
+        run_tests = family.tests
         if not self.shown:
-            task = _unshown(task)
-        runs = [family.tests(task, completion) for completion in completions]
+            if not isinstance(family, ShowsSomeTests):
+                raise ValueError(f"unit_tests with shown: false needs tasks that say which tests their prompt shows "
+                                 f"(pyfunc's do); task family '{task.family}' does not: drop shown: false for it")
+            run_tests = family.unshown_tests
+        runs = [run_tests(task, completion) for completion in completions]
         verdicts = [run.verdict(result) for run, result in zip(runs, self.sandbox.map([r.program for r in runs]))]
         return [v.fraction if self.graded else float(v.passed_all) for v in verdicts]
 
-
-def _unshown(task: Task) -> Task:
-    """The task with only the tests its prompt does not show."""
-    if "unshown_test" not in task.meta:
-        raise ValueError(f"unit_tests with shown: false needs tasks that say which tests their prompt shows "
-                         f"(pyfunc's do); task family '{task.family}' does not: drop shown: false for it")
-    return dataclasses.replace(task, meta={**task.meta, "test": task.meta["unshown_test"]})

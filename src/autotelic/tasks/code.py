@@ -55,9 +55,10 @@ def solution_block(function: str) -> str:
     return f"```python\n{function}```"
 
 
-def unit_tests(task: Task, completion: str) -> Harnessed:
-    """The completed function and the problem's tests with the call of its ``check``, in the harness. The
-    problem's prompt (imports, helpers) comes first unless the completion restates the function itself."""
+def unit_tests(task: Task, completion: str, test_key: str = "test") -> Harnessed:
+    """The completed function and the problem's tests (``task.meta[test_key]``) with the call of its ``check``, in
+    the harness. The problem's prompt (imports, helpers) comes first unless the completion restates the function
+    itself."""
     code, prompt = extract_code(completion), task.meta["prompt"]
     entry_point = task.meta["entry_point"]
     definition = re.compile(rf"^def {re.escape(entry_point)}\b", re.MULTILINE)
@@ -66,7 +67,7 @@ def unit_tests(task: Task, completion: str) -> Harnessed:
         program = (prompt[:start.start()] if start else "") + code
     else:
         program = prompt + code
-    return harness(program, f"{task.meta['test']}\n\ncheck({entry_point})\n")
+    return harness(program, f"{task.meta[test_key]}\n\ncheck({entry_point})\n")
 
 
 @dataclass(frozen=True)
@@ -343,9 +344,11 @@ class PyFuncFamily:
     def tests(self, task: Task, completion: str) -> Harnessed:
         return unit_tests(task, completion)
 
+    def unshown_tests(self, task: Task, completion: str) -> Harnessed:
+        return unit_tests(task, completion, test_key="unshown_test")
+
     def score(self, task: Task, completion: str) -> float:
         return passes(self.tests(task, completion))
 
 
 CODE_FAMILIES = {family.name: family for family in (HumanEvalFamily(), PyFuncFamily())}
-UNSHOWN_TEST_FAMILIES = ("pyfunc",)  # their tasks' meta says which tests the prompt does not show (unshown_test)

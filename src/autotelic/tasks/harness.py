@@ -215,6 +215,14 @@ class Tested(Protocol):
     def tests(self, task: Task, completion: str) -> Harnessed: ...
 
 
+@runtime_checkable
+class ShowsSomeTests(Protocol):
+    """A tested family whose prompts show some of its tests (a docstring's example) and that can run only the
+    others (``unit_tests`` with ``shown: false``: an answer copying the shown output earns nothing)."""
+
+    def unshown_tests(self, task: Task, completion: str) -> Harnessed: ...
+
+
 def passes(harnessed: Harnessed) -> float:
     """Strict 0/1: whether the completion passes every test (one sandboxed run)."""
     from autotelic.sandbox import run_python
