@@ -2,6 +2,7 @@
 own tests in the real sandbox (reference solutions pass, wrong or hostile ones fail)."""
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -148,6 +149,11 @@ def test_a_run_refuses_shown_false_for_families_that_do_not_say_which_tests_thei
     # a falsy shown is refused as the reward reads it, not only the literal false
     with pytest.raises(TrainingError, match="family 'humaneval' does not say which those are"):
         check_run(load_config(None, [*falsy, "curriculum.families=[humaneval]"]))
+    # a user's code data, read with the run's own column names, is refused in the same one line
+    mbpp = Path(__file__).resolve().parent.parent / "recipes" / "data" / "mbpp-sample.jsonl"
+    with pytest.raises(TrainingError, match=f"family 'file:{mbpp}' does not say which those are"):
+        check_run(load_config(None, [*unshown, f"curriculum.families=[file:{mbpp}]",
+                                     "curriculum.columns={prompt: text, tests: test_list}"]))
 
 
 def test_pyfunc_tasks_are_deterministic_and_many_per_level():

@@ -208,7 +208,7 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
     if spec.name == "offline_dpo" and config.algorithm.dataset is None:
         problems.append("algorithm.name=offline_dpo needs algorithm.dataset (a JSONL of prompt/chosen/rejected)")
     if any(r.name == "unit_tests" and not r.options.get("shown", True) for r in config.filter.rewards):
-        problems += _untold_shown_tests(config.curriculum.families)
+        problems += _untold_shown_tests(config.curriculum.families, config.curriculum.columns)
     known_rewards = [*reward_names(), "env"]
     problems += [f"unknown reward '{r.name}' in filter.rewards; valid: {', '.join(known_rewards)}"
                  for r in config.filter.rewards if r.name not in known_rewards and not is_custom(r.name)]
@@ -230,11 +230,12 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         require_vllm(config.vllm)
 
 
-def _untold_shown_tests(families: list[str]) -> list[str]:
+def _untold_shown_tests(families: list[str], columns: dict[str, str]) -> list[str]:
     """For unit_tests with shown: false: the first family that cannot say which tests its prompts show."""
     for name in families:
-        try:
-            told = isinstance(get_family(name), ShowsSomeTests)
+        try:  # a user's data is read with the run's column names (its files were checked before this)
+            family = data_family(name, columns) if is_data_family(name) else get_family(name)
+            told = isinstance(family, ShowsSomeTests)
         except UnknownFamilyError:  # an environment's own family, known once it loads: it does not say either
             told = False
         if not told:
