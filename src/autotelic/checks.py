@@ -23,10 +23,10 @@ from autotelic.rewards import JUDGE_MODEL, JUDGES, is_custom, reward_names
 from autotelic.rewards.custom import reward_problems
 from autotelic.sandbox import check as check_sandbox
 from autotelic.sandbox import configure as configure_sandbox
-from autotelic.tasks import UnknownFamilyError, family_names, get_family
+from autotelic.tasks import UnknownFamilyError, get_family
 from autotelic.tasks.code import CODE_FAMILIES
 from autotelic.tasks.files import data_family, data_problems, is_data_family
-from autotelic.tasks.harness import ShowsSomeTests
+from autotelic.tasks.harness import ShowsSomeTests, families_showing_some_tests
 from autotelic.value_model import value_model_problem
 from autotelic.win_rate import prompts_problems
 
@@ -239,7 +239,7 @@ def _untold_shown_tests(families: list[str], columns: dict[str, str]) -> list[st
         except UnknownFamilyError:  # an environment's own family, known once it loads: it does not say either
             told = False
         if not told:
-            telling = [f for f in family_names() if isinstance(get_family(f), ShowsSomeTests)]
+            telling = families_showing_some_tests()
             return [f"unit_tests with shown: false grades only the tests a task's prompt does not show, and family "
                     f"'{name}' does not say which those are ({', '.join(telling)} does): drop shown: false or "
                     f"train on {telling[0]}"]

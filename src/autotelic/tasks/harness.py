@@ -223,6 +223,13 @@ class ShowsSomeTests(Protocol):
     def unshown_tests(self, task: Task, completion: str) -> Harnessed: ...
 
 
+def families_showing_some_tests() -> list[str]:
+    """The known families that can run only the tests their prompts do not show, to name in refusals."""
+    from autotelic.tasks import family_names, get_family
+
+    return [name for name in family_names() if isinstance(get_family(name), ShowsSomeTests)]
+
+
 def passes(harnessed: Harnessed) -> float:
     """Strict 0/1: whether the completion passes every test (one sandboxed run)."""
     from autotelic.sandbox import run_python
