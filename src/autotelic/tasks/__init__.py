@@ -56,14 +56,15 @@ def family_names() -> list[str]:
     return sorted(FAMILIES.names())
 
 
-def get_family(name: str) -> TaskFamily:
+def get_family(name: str, columns: dict[str, str] | None = None) -> TaskFamily:
+    """The family ``name``; ``columns`` (the run's ``curriculum.columns``) maps a user's data file's column names."""
     from autotelic.tasks.files import data_family, is_data_family
     from autotelic.tasks.rgym import reasoning_gym_family
 
     if name.startswith("rg_"):
         return reasoning_gym_family(name[len("rg_"):])
     if is_data_family(name):
-        return data_family(name)
+        return data_family(name, columns)
     family = FAMILIES.find(name)
     if family is not None:
         return family
