@@ -234,8 +234,7 @@ def _untold_shown_tests(families: list[str], columns: dict[str, str]) -> list[st
     """For unit_tests with shown: false: the first family that cannot say which tests its prompts show."""
     for name in families:
         try:  # a user's data is read with the run's column names (its files were checked before this)
-            family = get_family(name, columns)
-            told = isinstance(family, ShowsSomeTests)
+            told = isinstance(get_family(name, columns), ShowsSomeTests)
         except UnknownFamilyError:  # an environment's own family, known once it loads: it does not say either
             told = False
         if not told:
