@@ -32,7 +32,12 @@ guided rollouts switched off (``curriculum.hints.fraction=0``) except in the dem
         so it trains exactly as without): problems it solved with its own answers. Its held-out set is answered
         twice on the same weights: alone (eval_after, the grpo numbers) and with the 2 nearest remembered problems
         written before each (eval_after_memory); skill/memory replay as a deployed agent's, paired on one policy
-        (memory_vs_grpo), at no extra training run.
+        (memory_vs_grpo), at no extra training run;
+- memory_replay (``--memory-replay``): skill/memory replay in training too (``curriculum.memory.fraction`` 0.5):
+        half of each step's problems are served the 2 nearest problems the arm solved earlier, with its own passing
+        answers, before their question, and its held-out set is answered with its memory as well
+        (memory_replay_vs_grpo: the agent as it would be deployed, against grpo's weights alone) and without it
+        (memory_replay_weights_vs_grpo: what the weights learnt, the memory left out).
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same samples per step for
 every arm (``control.max_samples_per_step`` = tasks_per_step x group_size, which leaves refills, where dynamic
 sampling is turned on, nothing to spend); ``--max-minutes`` a safety net flagged if it binds; decodings at
@@ -49,6 +54,7 @@ problems for all.
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, demonstrations_vs_grpo with --demonstrations,
 process_reward_vs_grpo with --process-reward, answer_stop_vs_grpo with --answer-stop, memory_vs_grpo with --memory,
+memory_replay_vs_grpo and memory_replay_weights_vs_grpo with --memory-replay,
 best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
 prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
@@ -90,6 +96,7 @@ GUIDED = Arm("demonstrations", (*PLAIN_GRPO, *demonstrations("solution"), "curri
              RECIPE)
 ANSWER_STOP = Arm("answer_stop", (*ARMS[0].overrides, f"control.stop_pattern='{CLOSED_CODE_BLOCK}'"), RECIPE)
 REMEMBERS = "curriculum.memory.at_eval=true"
+MEMORY_REPLAY = Arm("memory_replay", (*ARMS[0].overrides, "curriculum.memory.fraction=0.5", REMEMBERS), RECIPE)
 PROCESS_WEIGHT = 0.15  # of the value model's score beside the unit tests' (the docstring says why)
 
 
@@ -135,6 +142,8 @@ def main() -> None:
     parser.add_argument("--answer-stop", action="store_true",
                         help="also the grpo arm with each reply ended at its first closed code block")
     parser.add_argument("--memory", action="store_true", help="also evaluate the grpo arm with its memory")
+    parser.add_argument("--memory-replay", action="store_true",
+                        help="also the grpo arm with memory replay in training, evaluated with its memory and without")
     parser.add_argument("--process-reward", type=Path, default=None, metavar="VALUE_DIR",
                         help="also the grpo arm with this value model's process reward beside the unit tests")
     # the value model's score of every step of every candidate, in this process once all runs end
@@ -158,6 +167,7 @@ def main() -> None:
     process = [process_reward(args.process_reward)] if args.process_reward is not None else []
     arms = [with_sample_budget(arm, budget) for arm in (grpo, *([GUIDED] if args.demonstrations else []), *process,
                                                         *([ANSWER_STOP] if args.answer_stop else []),
+                                                        *([MEMORY_REPLAY] if args.memory_replay else []),
                                                         *([] if args.no_rest else [rest]),
                                                         *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
@@ -167,7 +177,12 @@ def main() -> None:
     training = [*(compare(f"{name}_vs_grpo", Measure(trained["grpo"]), Measure(trained[name]))
                   for name in against_grpo),
                 *([compare("memory_vs_grpo", Measure(trained["grpo"]), Measure(trained["grpo"], REMEMBERED))]
-                  if args.memory else [])]
+                  if args.memory else []),
+                *([compare("memory_replay_vs_grpo", Measure(trained["grpo"]),
+                           Measure(trained["memory_replay"], REMEMBERED)),
+                   compare("memory_replay_weights_vs_grpo", Measure(trained["grpo"]),
+                           Measure(trained["memory_replay"]))]
+                  if args.memory_replay else [])]
     if args.training_only:
         report("rest_rl", runs, training, budget, args.results_dir, {}, {"training_only": True})
         return
