@@ -32,14 +32,20 @@ def test_a_code_run_records_the_isolation_it_ran_under(tmp_path):
     assert f"ran in the sandbox under <b>{isolation}</b>" in (run_dir / "report.html").read_text()
 
 
-def test_which_runs_run_model_code():
+def test_which_runs_run_model_code(tmp_path):
+    tested, answered = tmp_path / "tested.jsonl", tmp_path / "answered.jsonl"
+    tested.write_text(json.dumps({"question": "Write f returning 1.", "checks": "assert f() == 1"}) + "\n")
+    answered.write_text(json.dumps({"question": "What is 1 + 1?", "answer": "2"}) + "\n")
+    columns = "curriculum.columns={prompt: question, tests: checks}"
     code_runs = [["curriculum.families=[add, humaneval]"], ["filter.rewards=[{name: unit_tests}]"],
+                 [f"curriculum.families=[file:{tested}]", columns],
                  ["generate.mode=episode", "generate.env=python"],
                  ["generate.mode=propose", "propose.kind=code"],
                  ["generate.mode=propose", "propose.executor_tools=python"]]
     assert all(runs_model_code(load_config(None, overrides)) for overrides in code_runs)
     assert not runs_model_code(load_config(None, []))
     assert not runs_model_code(load_config(None, ["generate.mode=episode", "generate.env=calculator"]))
+    assert not runs_model_code(load_config(None, [f"curriculum.families=[file:{answered}]", columns]))
 
 
 @pytest.mark.slow

@@ -24,9 +24,8 @@ from autotelic.rewards.custom import reward_problems
 from autotelic.sandbox import check as check_sandbox
 from autotelic.sandbox import configure as configure_sandbox
 from autotelic.tasks import UnknownFamilyError, get_family
-from autotelic.tasks.code import CODE_FAMILIES
-from autotelic.tasks.files import data_family, data_problems, is_data_family
-from autotelic.tasks.harness import ShowsSomeTests, families_showing_some_tests
+from autotelic.tasks.files import data_problems
+from autotelic.tasks.harness import ShowsSomeTests, Tested, families_showing_some_tests
 from autotelic.value_model import value_model_problem
 from autotelic.win_rate import prompts_problems
 
@@ -271,11 +270,17 @@ def turn_credit_problems(config: RunConfig, spec: AlgorithmSpec, mode: Mode) -> 
 def runs_model_code(config: RunConfig) -> bool:
     """Whether the run executes model-written code: code task families (scored by their tests), the unit_tests
     reward, the python tool, code proposals, or data rows with tests."""
-    columns = config.curriculum.columns
-    return (any(name in CODE_FAMILIES or is_data_family(name) and data_family(name, columns).runs_code
-                for name in config.curriculum.families)
+    return (any(_runs_code(name, config.curriculum.columns) for name in config.curriculum.families)
             or any(r.name == "unit_tests" for r in config.filter.rewards) or config.generate.env == "python"
             or run_mode(config).runs_code(config))
+
+
+def _runs_code(family_name: str, columns: dict[str, str]) -> bool:
+    try:  # a user's data is read with the run's column names
+        family = get_family(family_name, columns)
+    except UnknownFamilyError:  # an environment's own family: generate.env and the mode say whether it runs code
+        return False
+    return isinstance(family, Tested) and family.runs_code
 
 
 def sandbox_isolation(config: RunConfig) -> str | None:

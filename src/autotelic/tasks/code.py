@@ -17,7 +17,7 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from autotelic.tasks import task_uid
 from autotelic.tasks.harness import Harnessed, harness, passes
@@ -73,6 +73,7 @@ def unit_tests(task: Task, completion: str, test_key: str = "test") -> Harnessed
 @dataclass(frozen=True)
 class HumanEvalFamily:
     name: str = "humaneval"
+    runs_code: ClassVar[bool] = True
     levels: tuple[int, ...] = (1, 2, 3)
 
     def problems(self, level: int) -> list[dict[str, Any]]:
@@ -321,6 +322,7 @@ class PyFuncFamily:
     not make a new task."""
 
     name: str = "pyfunc"
+    runs_code: ClassVar[bool] = True
     levels: tuple[int, ...] = (1, 2, 3)
 
     def generate(self, rng: random.Random, level: int) -> Task:

@@ -212,6 +212,10 @@ def io_harness(program: str, cases: Sequence[Sequence[str]]) -> Harnessed:
 class Tested(Protocol):
     """A task family whose tasks carry unit tests (the ``unit_tests`` reward needs one)."""
 
+    runs_code: bool
+    """Whether scoring its tasks runs model-written code, so a run needs the sandbox (a data set's family: whether
+    some row has tests)."""
+
     def tests(self, task: Task, completion: str) -> Harnessed: ...
 
 
