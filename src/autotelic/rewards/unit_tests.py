@@ -32,7 +32,8 @@ class UnitTestReward:
     def __call__(self, task: Task, completions: list[str]) -> list[float]:
         family = get_family(task.family)
         if not isinstance(family, Tested):
-            raise ValueError(f"task family '{task.family}' has no unit tests (no tests(task, completion))")
+            raise ValueError(f"task family '{task.family}' has no unit tests (a tests(task, completion) method "
+                             "and a runs_code attribute, tasks/harness.py's Tested)")
         run_tests = family.tests
         if not self.shown:
             if not isinstance(family, ShowsSomeTests):
