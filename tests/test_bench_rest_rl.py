@@ -33,19 +33,22 @@ def test_training_only_refuses_the_selections_it_leaves_out_in_one_line(tmp_path
 @pytest.mark.slow
 def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path):
     done = run_bench(tmp_path, "--training-only", "--rest-dpo", "--demonstrations", "--answer-stop", "--memory",
-                     "--steps", "1", "--seeds", "1", "--heldout", "3", "--parallel", *TINY)
+                     "--memory-replay", "--steps", "1", "--seeds", "1", "--heldout", "3", "--parallel", *TINY)
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = (tmp_path / "results").glob("rest_rl-*.json")
     record = json.loads(path.read_text())
     assert [c["name"] for c in record["comparisons"]] == ["rest_vs_grpo", "rest_dpo_vs_grpo", "demonstrations_vs_grpo",
-                                                          "answer_stop_vs_grpo", "memory_vs_grpo"]
+                                                          "answer_stop_vs_grpo", "memory_vs_grpo",
+                                                          "memory_replay_vs_grpo", "memory_replay_weights_vs_grpo"]
     assert record["summary"]["training_only"] is True
-    assert sorted(row["arm"] for row in record["rows"]) == ["answer_stop", "demonstrations", "grpo", "rest", "rest_dpo"]
+    assert sorted(row["arm"] for row in record["rows"]) == ["answer_stop", "demonstrations", "grpo", "memory_replay",
+                                                            "rest", "rest_dpo"]
     for row in record["rows"]:
         run_dir = Path(row["run_dir"])
         assert row["steps"] == 1 and not (run_dir / "value_model").exists()  # no VM-MCTS stage in any arm
+        remembers = row["arm"] in ("grpo", "memory_replay")  # answered again with its memory
         assert [path.name for path in run_dir.glob("eval_after_*.jsonl")] == (["eval_after_memory.jsonl"]
-                                                                               if row["arm"] == "grpo" else [])
+                                                                               if remembers else [])
     run_dirs = {row["arm"]: Path(row["run_dir"]) for row in record["rows"]}  # one seed: one run an arm
     for run_dir in run_dirs.values():  # every arm generates tasks x group samples a step: refills find no budget
         steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -55,12 +58,15 @@ def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path
     stops = {arm: yaml.safe_load((run_dir / "config.yaml").read_text())["control"]["stop_pattern"]
              for arm, run_dir in run_dirs.items()}
     assert stops.pop("answer_stop") == CLOSED_CODE_BLOCK and set(stops.values()) == {""}  # only that arm stops early
+    replays = {arm: yaml.safe_load((run_dir / "config.yaml").read_text())["curriculum"]["memory"]["fraction"]
+               for arm, run_dir in run_dirs.items()}
+    assert replays.pop("memory_replay") == 0.5 and set(replays.values()) == {0.0}  # only that arm replays in training
     # the memory's answers: a second pass over the same held-out set on the same weights (that banking alone leaves
     # training as it was is test_memory's)
     grpo = run_dirs["grpo"]
     answered = [(grpo / name).read_text().splitlines() for name in ("eval_after.jsonl", "eval_after_memory.jsonl")]
     assert len(answered[0]) == len(answered[1]) == 3
-    assert done.stdout.strip().splitlines()[-1].startswith("memory_vs_grpo: gain_points=")
+    assert done.stdout.strip().splitlines()[-1].startswith("memory_replay_weights_vs_grpo: gain_points=")
 
 
 def test_a_process_reward_arm_needs_a_value_model_directory_and_no_rest_needs_training_only(tmp_path):
