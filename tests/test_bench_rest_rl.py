@@ -55,11 +55,10 @@ def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path
         assert [r["generate/samples"] for r in steps if "generate/samples" in r] == [4]
     step = json.loads((run_dirs["demonstrations"] / "metrics.jsonl").read_text().splitlines()[0])
     assert step["hint/fraction"] == 0.5  # the guided arm's curriculum, at its first step's share
-    stops = {arm: yaml.safe_load((run_dir / "config.yaml").read_text())["control"]["stop_pattern"]
-             for arm, run_dir in run_dirs.items()}
+    configs = {arm: yaml.safe_load((run_dir / "config.yaml").read_text()) for arm, run_dir in run_dirs.items()}
+    stops = {arm: config["control"]["stop_pattern"] for arm, config in configs.items()}
     assert stops.pop("answer_stop") == CLOSED_CODE_BLOCK and set(stops.values()) == {""}  # only that arm stops early
-    replays = {arm: yaml.safe_load((run_dir / "config.yaml").read_text())["curriculum"]["memory"]["fraction"]
-               for arm, run_dir in run_dirs.items()}
+    replays = {arm: config["curriculum"]["memory"]["fraction"] for arm, config in configs.items()}
     assert replays.pop("memory_replay") == 0.5 and set(replays.values()) == {0.0}  # only that arm replays in training
     # the memory's answers: a second pass over the same held-out set on the same weights (that banking alone leaves
     # training as it was is test_memory's)

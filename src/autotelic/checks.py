@@ -229,14 +229,20 @@ def check_combination(config: RunConfig, spec: AlgorithmSpec) -> None:
         require_vllm(config.vllm)
 
 
+def _known_family(name: str, columns: dict[str, str]) -> object | None:
+    """The family ``name`` names, a user's data read with the run's column names (its files were checked before
+    this); None for an environment's own family, known only once its environment loads."""
+    try:
+        return get_family(name, columns)
+    except UnknownFamilyError:
+        return None
+
+
 def _untold_shown_tests(families: list[str], columns: dict[str, str]) -> list[str]:
-    """For unit_tests with shown: false: the first family that cannot say which tests its prompts show."""
+    """For unit_tests with shown: false: the first family that cannot say which tests its prompts show (an
+    environment's own family does not)."""
     for name in families:
-        try:  # a user's data is read with the run's column names (its files were checked before this)
-            told = isinstance(get_family(name, columns), ShowsSomeTests)
-        except UnknownFamilyError:  # an environment's own family, known once it loads: it does not say either
-            told = False
-        if not told:
+        if not isinstance(_known_family(name, columns), ShowsSomeTests):
             telling = families_showing_some_tests()
             return [f"unit_tests with shown: false grades only the tests a task's prompt does not show, and family "
                     f"'{name}' does not say which those are ({', '.join(telling)} does): drop shown: false or "
@@ -276,10 +282,9 @@ def runs_model_code(config: RunConfig) -> bool:
 
 
 def _runs_code(family_name: str, columns: dict[str, str]) -> bool:
-    try:  # a user's data is read with the run's column names
-        family = get_family(family_name, columns)
-    except UnknownFamilyError:  # an environment's own family: generate.env and the mode say whether it runs code
-        return False
+    """Whether scoring the family's tasks runs model-written code (for an environment's own family, generate.env and
+    the mode say)."""
+    family = _known_family(family_name, columns)
     return isinstance(family, Tested) and family.runs_code
 
 
