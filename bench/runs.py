@@ -14,9 +14,9 @@ A bench longer than a session can be finished in pieces: every run leaves ``<run
 code it ran, ``artifacts.code_trees``), and ``--reuse`` keeps a finished run of the same command on the same code
 instead of running it again (its row says ``reused``). Where the runs dir does not outlive the session (a fresh
 machine each time), ``python bench/runs.py pack RUNS_DIR ARCHIVE`` keeps the finished runs' records (no weights,
-training samples or plots, about 10 KB a run) as one archive to commit under bench/results/archives/, and
-``unpack ARCHIVE RUNS_DIR`` puts them back next time: into the same RUNS_DIR (each run's command names it), run
-from a checkout of the same src/ and recipes/.
+training samples or plots, about 10 KB a run) as one archive to commit under bench/results/archives/ (``--arms``:
+only those arms', where the others are in an earlier bench's archive), and ``unpack ARCHIVE RUNS_DIR`` puts them back
+next time: into the same RUNS_DIR (each run's command names it), run from a checkout of the same src/ and recipes/.
 """
 
 from __future__ import annotations
@@ -349,13 +349,16 @@ def drop_weights(run_dir: Path) -> None:
         shutil.rmtree(run_dir / heavy, ignore_errors=True)
 
 
-def pack(runs_dir: Path, archive: Path) -> list[str]:
+def pack(runs_dir: Path, archive: Path, arms: tuple[str, ...] = ()) -> list[str]:
     """The finished runs of ``runs_dir`` (those with a provenance ``<run>.json``), with their logs, without their
     weights, training samples and plots, as one xz tarball; returns their names. Unfinished runs stay out: ``--reuse``
-    would run them again anyway."""
-    finished = sorted(record.stem for record in runs_dir.glob("*.json") if (runs_dir / record.stem).is_dir())
+    would run them again anyway. ``arms``: only those arms' runs, where a bench reuses another's arm from its own
+    archive (each archive is then unpacked into the same runs dir)."""
+    finished = sorted(record.stem for record in runs_dir.glob("*.json") if (runs_dir / record.stem).is_dir()
+                      and (not arms or record.stem.rsplit("-s", 1)[0] in arms))
     if not finished:
-        sys.exit(f"{runs_dir}: no finished run (a <run>.json beside its directory) to pack; "
+        of_arms = f" of {', '.join(arms)}" if arms else ""
+        sys.exit(f"{runs_dir}: no finished run{of_arms} (a <run>.json beside its directory) to pack; "
                  "is this a bench's --runs-dir?")
 
     def records_only(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -378,7 +381,7 @@ def unpack(archive: Path, runs_dir: Path) -> list[str]:
         names = sorted({Path(member.name).parts[0] for member in tar.getmembers() if member.isdir()})
         taken = [name for name in names if (runs_dir / name).exists() or (runs_dir / f"{name}.json").exists()]
         if taken:
-            sys.exit(f"{runs_dir}: already holds {', '.join(taken)}; unpack {archive} into an empty runs dir")
+            sys.exit(f"{runs_dir}: already holds {', '.join(taken)}; unpack {archive} into a runs dir without them")
         runs_dir.mkdir(parents=True, exist_ok=True)
         tar.extractall(runs_dir, filter="data")  # a member that would land outside runs_dir is refused
     return names
@@ -430,12 +433,13 @@ def main() -> None:
     packing = commands.add_parser("pack", help="RUNS_DIR's finished runs, without weights, into ARCHIVE (.tar.xz)")
     packing.add_argument("runs_dir", type=Path)
     packing.add_argument("archive", type=Path)
+    packing.add_argument("--arms", nargs="+", default=(), help="only these arms' runs (another archive holds the rest)")
     unpacking = commands.add_parser("unpack", help="ARCHIVE's runs into RUNS_DIR (the one they ran in, for --reuse)")
     unpacking.add_argument("archive", type=Path)
     unpacking.add_argument("runs_dir", type=Path)
     args = parser.parse_args()
     if args.command == "pack":
-        names = pack(args.runs_dir, args.archive)
+        names = pack(args.runs_dir, args.archive, tuple(args.arms))
         print(f"{args.archive}: {len(names)} finished runs ({', '.join(names)}), {args.archive.stat().st_size} bytes")
     else:
         names = unpack(args.archive, args.runs_dir)

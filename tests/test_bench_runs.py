@@ -5,6 +5,7 @@ second seed, reusing the first."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -198,5 +199,17 @@ def test_finished_runs_pack_without_weights_and_unpack_where_reuse_keeps_them(mo
     assert runs.finished_earlier(finished, command) == (runs.artifacts.code_trees() is not None)
     with pytest.raises(SystemExit, match="already holds grpo-s0"):  # nothing is written over a run
         runs.unpack(archive, runs_dir)
+
+    # a bench that reused grpo from this archive keeps only its own arm in its archive, unpacked beside it
+    rest = runs_dir / "rest-s0"
+    shutil.copytree(finished, rest)
+    rest.with_suffix(".json").write_text(json.dumps(runs.provenance([*command, "logging.run_name=rest-s0"])))
+    assert runs.pack(runs_dir, tmp_path / "rest.tar.xz", arms=("rest",)) == ["rest-s0"]
+    with pytest.raises(SystemExit, match="no finished run of memory"):
+        runs.pack(runs_dir, tmp_path / "memory.tar.xz", arms=("memory",))
+    shutil.rmtree(runs_dir)
+    assert runs.unpack(archive, runs_dir) == ["grpo-s0"] and runs.unpack(tmp_path / "rest.tar.xz", runs_dir) == [
+        "rest-s0"]
+    assert (runs_dir / "rest-s0.json").is_file() and (runs_dir / "grpo-s0.json").is_file()
     with pytest.raises(SystemExit, match="no finished run"):
         runs.pack(tmp_path / "results", tmp_path / "empty.tar.xz")
