@@ -37,7 +37,12 @@ guided rollouts switched off (``curriculum.hints.fraction=0``) except in the dem
         half of each step's problems are served the 2 nearest problems the arm solved earlier, with its own passing
         answers, before their question, and its held-out set is answered with its memory as well
         (memory_replay_vs_grpo: the agent as it would be deployed, against grpo's weights alone) and without it
-        (memory_replay_weights_vs_grpo: what the weights learnt, the memory left out).
+        (memory_replay_weights_vs_grpo: what the weights learnt, the memory left out);
+- tree (``--tree``): the grpo arm with tree rollouts of several branch points (bench/strategies.py's ``tree``,
+        TreeRL): each problem's 4 samples branch at their highest-entropy token, 2 of them once each, and the first
+        2 of those continuations branch again inside their own tokens (``tree.depth=2``): grpo's 8 samples a group
+        (fewer where a sample has no token to branch at), siblings sharing the tokens before their branch point
+        (tree_vs_grpo: the same samples a step, fewer tokens generated).
 Budgets bind the same way (bench/runs.py): ``--steps`` updates per arm and seed; the same samples per step for
 every arm (``control.max_samples_per_step`` = tasks_per_step x group_size, which leaves refills, where dynamic
 sampling is turned on, nothing to spend); ``--max-minutes`` a safety net flagged if it binds; decodings at
@@ -54,7 +59,7 @@ problems for all.
 Prints a row per arm and seed, writes bench/results/rest_rl-*.json and, last, the comparison lines:
 rest_vs_grpo (greedy), rest_dpo_vs_grpo with --rest-dpo, demonstrations_vs_grpo with --demonstrations,
 process_reward_vs_grpo with --process-reward, answer_stop_vs_grpo with --answer-stop, memory_vs_grpo with --memory,
-memory_replay_vs_grpo and memory_replay_weights_vs_grpo with --memory-replay,
+memory_replay_vs_grpo and memory_replay_weights_vs_grpo with --memory-replay, tree_vs_grpo with --tree,
 best_of_n_vs_greedy, vm_mcts_vs_greedy and with --prm
 prm_best_of_n_vs_greedy (on the rest runs), vm_mcts_vs_best_of_n (the same runs at the same token budget),
 oracle_vs_greedy with --oracle (best-of-n picked by the hidden tests: the headroom a perfect value model would
@@ -74,7 +79,7 @@ from pathlib import Path
 
 from runs import (Arm, ArmRun, Budget, Measure, add_budget_arguments, arm_config, budget_from, compare, heldout_of,
                   report, run_arms, runs_dir_from, runs_of)
-from strategies import demonstrations
+from strategies import TREE, demonstrations
 
 from autotelic.evaluation import reselect
 from autotelic.tasks.code import CLOSED_CODE_BLOCK
@@ -97,6 +102,8 @@ GUIDED = Arm("demonstrations", (*PLAIN_GRPO, *demonstrations("solution"), "curri
 ANSWER_STOP = Arm("answer_stop", (*ARMS[0].overrides, f"control.stop_pattern='{CLOSED_CODE_BLOCK}'"), RECIPE)
 REMEMBERS = "curriculum.memory.at_eval=true"
 MEMORY_REPLAY = Arm("memory_replay", (*ARMS[0].overrides, "curriculum.memory.fraction=0.5", REMEMBERS), RECIPE)
+# group_size 4 and 4 branches on top of it: with_sample_budget's cap of 6 x 4 leaves grpo's 48 samples a step
+TREES = Arm("tree", (*ARMS[0].overrides, *TREE), RECIPE)
 PROCESS_WEIGHT = 0.15  # of the value model's score beside the unit tests' (the docstring says why)
 
 
@@ -144,6 +151,8 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="also evaluate the grpo arm with its memory")
     parser.add_argument("--memory-replay", action="store_true",
                         help="also the grpo arm with memory replay in training, evaluated with its memory and without")
+    parser.add_argument("--tree", action="store_true",
+                        help="also the grpo arm with tree rollouts of two levels of branch points (8 samples a group)")
     parser.add_argument("--process-reward", type=Path, default=None, metavar="VALUE_DIR",
                         help="also the grpo arm with this value model's process reward beside the unit tests")
     # the value model's score of every step of every candidate, in this process once all runs end
@@ -168,11 +177,12 @@ def main() -> None:
     arms = [with_sample_budget(arm, budget) for arm in (grpo, *([GUIDED] if args.demonstrations else []), *process,
                                                         *([ANSWER_STOP] if args.answer_stop else []),
                                                         *([MEMORY_REPLAY] if args.memory_replay else []),
+                                                        *([TREES] if args.tree else []),
                                                         *([] if args.no_rest else [rest]),
                                                         *([REST_DPO] if args.rest_dpo else []))]
     runs = run_arms(arms, budget, runs_dir_from(args, "rest-rl"))
     trained = {arm.name: runs_of(runs, arm) for arm in arms}
-    against_grpo = [name for name in ("rest", "rest_dpo", "demonstrations", "process_reward", "answer_stop")
+    against_grpo = [name for name in ("rest", "rest_dpo", "demonstrations", "process_reward", "answer_stop", "tree")
                     if name in trained]
     training = [*(compare(f"{name}_vs_grpo", Measure(trained["grpo"]), Measure(trained[name]))
                   for name in against_grpo),
