@@ -68,6 +68,31 @@ def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path
     assert done.stdout.strip().splitlines()[-1].startswith("memory_replay_weights_vs_grpo: gain_points=")
 
 
+@pytest.mark.slow
+def test_the_tree_arm_branches_twice_inside_grpos_samples(tmp_path):
+    shape = [override for override in TINY if not override.startswith("generate.group_size")]  # the recipe's 8
+    done = run_bench(tmp_path, "--training-only", "--no-rest", "--tree", "--steps", "1", "--seeds", "1", "--heldout",
+                     "3", "--parallel", *shape)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = (tmp_path / "results").glob("rest_rl-*.json")
+    record = json.loads(path.read_text())
+    assert [c["name"] for c in record["comparisons"]] == ["tree_vs_grpo"]
+    run_dirs = {row["arm"]: Path(row["run_dir"]) for row in record["rows"]}
+    assert sorted(run_dirs) == ["grpo", "tree"]
+    for run_dir in run_dirs.values():  # 2 problems x 8 samples a step in both arms: the tree's as 4 roots + 4 branches
+        steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert [r["generate/samples"] for r in steps if "generate/samples" in r] == [16]
+    rows = [json.loads(line) for line in (run_dirs["tree"] / "rollouts.jsonl").read_text().splitlines()]
+    groups = [rows[start:start + 8] for start in range(0, len(rows), 8)]
+    # two levels: roots 0 and 1 branch, then their branches 4 and 5 branch again inside their own tokens (either order)
+    for group in groups:
+        parents = [row.get("parent") for row in group]
+        assert parents[:4] == [None] * 4 and sorted(parents[4:]) == [0, 1, 4, 5]
+    assert len(groups) == 2
+    plain = [json.loads(line) for line in (run_dirs["grpo"] / "rollouts.jsonl").read_text().splitlines()]
+    assert len(plain) == 16 and not any("parent" in row for row in plain)
+
+
 def test_a_process_reward_arm_needs_a_value_model_directory_and_no_rest_needs_training_only(tmp_path):
     done = run_bench(tmp_path, "--training-only", "--process-reward", str(tmp_path), *TINY)
     assert done.returncode == 2 and "not a value model directory" in done.stderr and "Traceback" not in done.stderr
