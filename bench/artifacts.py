@@ -94,6 +94,17 @@ def machine() -> dict[str, Any]:
     }
 
 
+def run_name(arm: str, seed: int) -> str:
+    """A bench run's directory name in its runs dir, which archives and the artifacts' rows are read back by."""
+    return f"{arm}-s{seed}"
+
+
+def arm_and_seed(name: str) -> tuple[str, int]:
+    """``run_name``'s arm and seed (an arm's name may hold ``-s``, never at its end followed by digits only)."""
+    arm, _, seed = name.rpartition("-s")
+    return arm, int(seed)
+
+
 def script_from_root(script: str) -> str:
     """A bench script as named from the checkout's root, from whatever directory it was started."""
     path = Path(script).resolve()

@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         for count in count_archive(archive):
             print(f"{archive.name:32} {count.run:24} copied {count.copied:4} of {count.answers}"
                   f"  accuracy {100 * count.accuracy:5.1f}%")
-            arm, _, seed = count.run.rpartition("-s")
-            rows.append({"arm": arm, "seed": int(seed), "archive": archive.name, "answers": count.answers,
+            arm, seed = artifacts.arm_and_seed(count.run)
+            rows.append({"arm": arm, "seed": seed, "archive": archive.name, "answers": count.answers,
                          "copied": count.copied, "accuracy": count.accuracy})
     for label, runs in (("copying", [r for r in rows if r["copied"] >= args.at_least]),
                         ("others", [r for r in rows if r["copied"] < args.at_least])):
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             accuracies = [run["accuracy"] for run in runs]
             summary[label] = {"runs": len(runs), "accuracy_min": min(accuracies), "accuracy_max": max(accuracies)}
             print(f"{label}: {len(runs)} runs, accuracy {100 * min(accuracies):.1f}% to {100 * max(accuracies):.1f}%: "
-                  + ", ".join(sorted(f"{run['arm']}-s{run['seed']}" for run in runs)))
+                  + ", ".join(sorted(artifacts.run_name(run['arm'], run['seed']) for run in runs)))
     print(f"artifact: {artifacts.write('copied_examples', rows, [], summary, args.results_dir)}")
     return 0
 

@@ -217,7 +217,7 @@ def finished_earlier(run_dir: Path, command: list[str]) -> bool:
 def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
     """Every arm for every seed: ``<runs_dir>/<arm>-s<seed>``; the bench stops if any run fails. A run that
     finishes leaves ``<run_dir>.json`` (its provenance, taken when it started), which ``--reuse`` reads."""
-    planned = [(arm, seed, runs_dir / f"{arm.name}-s{seed}")
+    planned = [(arm, seed, runs_dir / artifacts.run_name(arm.name, seed))
                for seed in range(budget.first_seed, budget.first_seed + budget.seeds)
                for arm in (arms if seed % 2 == 0 else arms[::-1])]
     commands = [_arm_command(arm, seed, budget, run_dir) for arm, seed, run_dir in planned]
@@ -355,7 +355,7 @@ def pack(runs_dir: Path, archive: Path, arms: tuple[str, ...] = ()) -> list[str]
     would run them again anyway. ``arms``: only those arms' runs, where a bench reuses another's arm from its own
     archive (each archive is then unpacked into the same runs dir)."""
     finished = sorted(record.stem for record in runs_dir.glob("*.json") if (runs_dir / record.stem).is_dir()
-                      and (not arms or record.stem.rsplit("-s", 1)[0] in arms))
+                      and (not arms or artifacts.arm_and_seed(record.stem)[0] in arms))
     if not finished:
         of_arms = f" of {', '.join(arms)}" if arms else ""
         sys.exit(f"{runs_dir}: no finished run{of_arms} (a <run>.json beside its directory) to pack; "
