@@ -24,6 +24,11 @@ def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=900)
 
 
+def jsonl(path: Path) -> list[dict]:
+    """A run log's rows (metrics.jsonl, rollouts.jsonl), one JSON object a line."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def test_training_only_refuses_the_selections_it_leaves_out_in_one_line(tmp_path):
     done = run_bench(tmp_path, "--training-only", "--oracle", *TINY)
     assert done.returncode == 2 and "--training-only" in done.stderr and "Traceback" not in done.stderr
@@ -51,7 +56,7 @@ def test_training_only_compares_the_training_arms_without_a_value_model(tmp_path
                                                                                if remembers else [])
     run_dirs = {row["arm"]: Path(row["run_dir"]) for row in record["rows"]}  # one seed: one run an arm
     for run_dir in run_dirs.values():  # every arm generates tasks x group samples a step: refills find no budget
-        steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        steps = jsonl(run_dir / "metrics.jsonl")
         assert [r["generate/samples"] for r in steps if "generate/samples" in r] == [4]
     step = json.loads((run_dirs["demonstrations"] / "metrics.jsonl").read_text().splitlines()[0])
     assert step["hint/fraction"] == 0.5  # the guided arm's curriculum, at its first step's share
@@ -80,16 +85,16 @@ def test_the_tree_arm_branches_twice_inside_grpos_samples(tmp_path):
     run_dirs = {row["arm"]: Path(row["run_dir"]) for row in record["rows"]}
     assert sorted(run_dirs) == ["grpo", "tree"]
     for run_dir in run_dirs.values():  # 2 problems x 8 samples a step in both arms: the tree's as 4 roots + 4 branches
-        steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        steps = jsonl(run_dir / "metrics.jsonl")
         assert [r["generate/samples"] for r in steps if "generate/samples" in r] == [16]
-    rows = [json.loads(line) for line in (run_dirs["tree"] / "rollouts.jsonl").read_text().splitlines()]
+    rows = jsonl(run_dirs["tree"] / "rollouts.jsonl")
     groups = [rows[start:start + 8] for start in range(0, len(rows), 8)]
     # two levels: roots 0 and 1 branch, then their branches 4 and 5 branch again inside their own tokens (either order)
     for group in groups:
         parents = [row.get("parent") for row in group]
         assert parents[:4] == [None] * 4 and sorted(parents[4:]) == [0, 1, 4, 5]
     assert len(groups) == 2
-    plain = [json.loads(line) for line in (run_dirs["grpo"] / "rollouts.jsonl").read_text().splitlines()]
+    plain = jsonl(run_dirs["grpo"] / "rollouts.jsonl")
     assert len(plain) == 16 and not any("parent" in row for row in plain)
 
 
@@ -116,7 +121,7 @@ def test_the_process_reward_arm_adds_the_value_models_score_to_the_unit_tests(tm
     assert [c["name"] for c in record["comparisons"]] == ["process_reward_vs_grpo"]
     assert sorted(row["arm"] for row in record["rows"]) == ["grpo", "process_reward"]  # no rest arm trained
     run_dirs = {row["arm"]: Path(row["run_dir"]) for row in record["rows"]}
-    rewards = {arm: [json.loads(line)["reward"] for line in (run_dirs[arm] / "rollouts.jsonl").read_text().splitlines()]
+    rewards = {arm: [row["reward"] for row in jsonl(run_dirs[arm] / "rollouts.jsonl")]
                for arm in ("grpo", "process_reward")}
     assert all(round(5 * r, 6).is_integer() for r in rewards["grpo"])  # 5 assertions: the tests pay in fifths
     assert rewards["process_reward"] and not any(round(5 * r, 6).is_integer() for r in rewards["process_reward"])
