@@ -102,6 +102,8 @@ def run_name(arm: str, seed: int) -> str:
 def arm_and_seed(name: str) -> tuple[str, int]:
     """``run_name``'s arm and seed (an arm's name may hold ``-s``, never at its end followed by digits only)."""
     arm, _, seed = name.rpartition("-s")
+    if not arm or not seed.isdigit():
+        raise ValueError(f"{name!r} is not a bench run's name (<arm>-s<seed>)")
     return arm, int(seed)
 
 

@@ -354,8 +354,12 @@ def pack(runs_dir: Path, archive: Path, arms: tuple[str, ...] = ()) -> list[str]
     weights, training samples and plots, as one xz tarball; returns their names. Unfinished runs stay out: ``--reuse``
     would run them again anyway. ``arms``: only those arms' runs, where a bench reuses another's arm from its own
     archive (each archive is then unpacked into the same runs dir)."""
-    finished = sorted(record.stem for record in runs_dir.glob("*.json") if (runs_dir / record.stem).is_dir()
-                      and (not arms or artifacts.arm_and_seed(record.stem)[0] in arms))
+    finished = sorted(record.stem for record in runs_dir.glob("*.json") if (runs_dir / record.stem).is_dir())
+    if arms:
+        try:
+            finished = [name for name in finished if artifacts.arm_and_seed(name)[0] in arms]
+        except ValueError as bad:
+            sys.exit(f"{runs_dir}: {bad}; pack --arms picks runs by their names, so point it at a bench's --runs-dir")
     if not finished:
         of_arms = f" of {', '.join(arms)}" if arms else ""
         sys.exit(f"{runs_dir}: no finished run{of_arms} (a <run>.json beside its directory) to pack; "

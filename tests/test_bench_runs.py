@@ -207,6 +207,11 @@ def test_finished_runs_pack_without_weights_and_unpack_where_reuse_keeps_them(mo
     assert runs.pack(runs_dir, tmp_path / "rest.tar.xz", arms=("rest",)) == ["rest-s0"]
     with pytest.raises(SystemExit, match="no finished run of memory"):
         runs.pack(runs_dir, tmp_path / "memory.tar.xz", arms=("memory",))
+    shutil.copytree(finished, runs_dir / "notes")  # not a bench's run: picking arms by name is refused
+    (runs_dir / "notes.json").write_text("{}")
+    with pytest.raises(SystemExit, match="'notes' is not a bench run's name"):
+        runs.pack(runs_dir, tmp_path / "notes.tar.xz", arms=("rest",))
+    assert not (tmp_path / "notes.tar.xz").exists()
     shutil.rmtree(runs_dir)
     assert runs.unpack(archive, runs_dir) == ["grpo-s0"] and runs.unpack(tmp_path / "rest.tar.xz", runs_dir) == [
         "rest-s0"]
