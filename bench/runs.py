@@ -4,9 +4,13 @@ per-task held-out records, comparing arms with bench/stats.py and writing the ar
 How budgets bind: every arm of a bench runs ``train.steps=--steps`` with the same samples per step (each
 bench sets its arms' overrides so), and ``train.max_minutes=--max-minutes`` only as a safety net: an arm
 that stops on it ran fewer steps than the others, which its row records (``time_cap_bound``) and the bench
-prints as a flag. Seeds: ``train.seed`` 0 .. --seeds-1 (from --first-seed instead of 0: a new sample beside an
-earlier bench's seeds), the held-out set the same for every arm and seed (``eval.seed`` is never changed;
-``eval.per_level`` is set so the set has at least ``--heldout`` tasks).
+prints as a flag. With ``--equal-minutes`` the time cap is the budget instead, for a strategy that saves compute:
+every arm trains ``--max-minutes`` (each finishes the step in progress as the cap passes), ``--steps`` is a ceiling
+that must not bind, and an arm that reaches it first is flagged; paired arms should run at the same time on the
+same machine (``--parallel``, the arms of a seed side by side), since minutes depend on it. Seeds: ``train.seed``
+0 .. --seeds-1 (from --first-seed instead of 0: a new sample beside an earlier bench's seeds), the held-out set
+the same for every arm and seed (``eval.seed`` is never changed; ``eval.per_level`` is set so the set has at least
+``--heldout`` tasks).
 Arms run one after the other with every core each (the order alternating over seeds), or with
 ``--parallel`` side by side, each pinned to an equal share of the cores (one where runs outnumber them) with one
 torch thread; the artifact says which.
@@ -62,7 +66,7 @@ class Arm:
 @dataclass(frozen=True)
 class Budget:
     steps: int
-    max_minutes: float  # a safety net that must not bind
+    max_minutes: float  # a safety net that must not bind (with equal_minutes: the budget)
     seeds: int
     heldout: int  # at least this many held-out tasks
     parallel: bool
@@ -70,6 +74,7 @@ class Budget:
     keep_weights: bool = False  # each run's checkpoints/ as it ends and model/ after the artifact (2 GB in all)
     reuse: bool = False  # keep finished runs of the same command on the same code (``--reuse``)
     first_seed: int = 0  # train.seed first_seed .. first_seed+seeds-1: a new sample beside an earlier bench's seeds
+    equal_minutes: bool = False  # the arms train max_minutes each, steps a ceiling (``--equal-minutes``)
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,9 @@ def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minute
     parser.add_argument("--steps", type=int, default=steps, help="training steps per arm and seed")
     parser.add_argument("--max-minutes", type=float, default=max_minutes,
                         help="safety cap on each arm's training minutes; an arm it stops is flagged")
+    parser.add_argument("--equal-minutes", action="store_true",
+                        help="compare at equal training minutes: --max-minutes is every arm's budget and --steps a "
+                             "ceiling, flagged where an arm reaches it first (for strategies that save compute)")
     parser.add_argument("--seeds", type=int, default=3, help="training seeds per arm (train.seed 0, 1, ...)")
     parser.add_argument("--first-seed", type=int, default=0,
                         help="the first train.seed (a new sample of seeds, apart from an earlier bench's 0, 1, ...)")
@@ -131,7 +139,7 @@ def add_budget_arguments(parser: argparse.ArgumentParser, steps: int, max_minute
 
 def budget_from(args: argparse.Namespace) -> Budget:
     return Budget(args.steps, args.max_minutes, args.seeds, args.heldout, args.parallel, tuple(args.overrides),
-                  args.keep_weights, args.reuse, args.first_seed)
+                  args.keep_weights, args.reuse, args.first_seed, args.equal_minutes)
 
 
 def runs_dir_from(args: argparse.Namespace, prefix: str) -> Path:
@@ -227,8 +235,9 @@ def run_arms(arms: list[Arm], budget: Budget, runs_dir: Path) -> list[ArmRun]:
     # there would have started (and then stopped) the arms beside it
     occupied = [str(job.run_dir) for job in jobs if not job.reused and holds_run(job.run_dir)]
     if occupied:
-        sys.exit(f"{', '.join(occupied)}: already hold runs that this bench would run again; delete them or pass a "
-                 "fresh --runs-dir (--reuse keeps only runs finished with the same command on the code checked out now)")
+        sys.exit(f"{', '.join(occupied)}: already hold runs that this bench would run again; delete them or pass "
+                 "a fresh --runs-dir (--reuse keeps only runs finished with the same command on the code checked out "
+                 "now)")
     run_commands(list(zip(jobs, commands)), budget.parallel, keep_checkpoints=budget.keep_weights)
     return jobs
 
@@ -413,18 +422,23 @@ def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], 
         print(f"{row['arm']:24s} {row['seed']:4d} {row['steps']:3d}/{row['steps_wanted']:<3d} "
               f"{row['samples_per_step']:12.1f} {row['accuracy_before']:7.1%} {row['accuracy_after']:7.1%}  "
               f"{row['label']}")
-    bound = [f"{row['arm']} seed {row['seed']}: the time cap bound after {row['steps']} of {row['steps_wanted']} steps"
-             for row in rows if row["time_cap_bound"]]
+    if budget.equal_minutes:  # the time cap is the budget: every arm should stop on it
+        flagged = {"step_ceiling_bound": [f"{row['arm']} seed {row['seed']}: the step ceiling bound after "
+                                          f"{row['steps']} steps, before the time cap" for row in rows
+                                          if not row["time_cap_bound"]]}
+    else:
+        flagged = {"time_cap_bound": [f"{row['arm']} seed {row['seed']}: the time cap bound after {row['steps']} of "
+                                      f"{row['steps_wanted']} steps" for row in rows if row["time_cap_bound"]]}
     path = artifacts.write(bench, rows, comparisons, {
         "steps": budget.steps, "max_minutes": budget.max_minutes, "seeds": budget.seeds,
-        "first_seed": budget.first_seed, "heldout_wanted": budget.heldout, "overrides": list(budget.overrides),
-        "execution": execution(budget, sum(not run.reused for run in runs)),
-        "time_cap_bound": bound, **(summary or {})}, directory=results_dir)
+        "first_seed": budget.first_seed, "equal_minutes": budget.equal_minutes, "heldout_wanted": budget.heldout,
+        "overrides": list(budget.overrides), "execution": execution(budget, sum(not run.reused for run in runs)),
+        **flagged, **(summary or {})}, directory=results_dir)
     print(f"artifact: {path}")
     if not budget.keep_weights:
         for run in runs:
             drop_weights(run.run_dir)
-    for run in bound:
+    for run in [flag for flags in flagged.values() for flag in flags]:
         print(f"FLAG {run}: its comparisons are not at equal budgets")
     for comparison in comparisons:
         print(comparison_line(comparison))

@@ -87,6 +87,26 @@ def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_bin
     assert comparison["seeds"] == 2 and lo <= comparison["gain_points"] <= hi
 
 
+
+@pytest.mark.slow
+def test_equal_minutes_makes_the_time_cap_the_budget_and_flags_a_step_ceiling_that_binds(tmp_path):
+    """--equal-minutes, for strategies that save compute: a time cap every arm stops on is the budget (no flag);
+    an arm that runs out of steps first did not spend it, and is flagged."""
+    spent = ablate(tmp_path, "--equal-minutes", "--seeds", "1", "--runs-dir", str(tmp_path / "spent"))
+    (path,) = (tmp_path / "results").glob("ablate_pipeline-*.json")
+    record = json.loads(path.read_text())
+    assert all(row["time_cap_bound"] and row["steps"] == 1 for row in record["rows"])
+    assert record["summary"]["equal_minutes"] is True and record["summary"]["step_ceiling_bound"] == []
+    assert "time_cap_bound" not in record["summary"] and "FLAG" not in spent.stdout
+
+    ceiling = ablate(tmp_path, "--equal-minutes", "--seeds", "1", "--max-minutes", "60", "--steps", "1",
+                     "--runs-dir", str(tmp_path / "ceiling"))
+    (later,) = set((tmp_path / "results").glob("ablate_pipeline-*.json")) - {path}
+    flags = json.loads(later.read_text())["summary"]["step_ceiling_bound"]
+    assert sorted(flags) == ["pipeline seed 0: the step ceiling bound after 1 steps, before the time cap",
+                             "plain seed 0: the step ceiling bound after 1 steps, before the time cap"]
+    assert ceiling.stdout.count("FLAG") == 2 and "not at equal budgets" in ceiling.stdout
+
 def test_a_runs_provenance_names_the_checkouts_files_from_its_root(monkeypatch):
     """--reuse compares provenances: a recipe read from a worktree elsewhere is the same command."""
     monkeypatch.syspath_prepend(str(BENCH))
