@@ -1,0 +1,38 @@
+"""bench/paired.py on committed artifacts: the per-seed figures a results section quotes, read back from the
+sixteen-seed early-stop bench as docs/results.md reports them, and bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+AS16 = ROOT / "bench" / "results" / "rest_rl-20261206T162014Z.json"
+
+
+def paired(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "paired.py"), *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_an_arm_and_its_baseline_seed_by_seed_as_the_results_section_reports_them():
+    done = paired(str(AS16), "--arm", "answer_stop")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].split()[:4] == ["56", "56.7", "67.7", "+10.9"]  # a gain is the arm's points minus grpo's
+    read = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in lines if ": " in line}
+    assert (read["leads"], read["trails"], read["before_equal"], read["heldout_n"]) == ("9", "7", "true", "[201]")
+    grpo, stop = json.loads(read["grpo"]), json.loads(read["answer_stop"])
+    assert (grpo["train_minutes"], stop["train_minutes"]) == (439.3, 342.5)  # 22% fewer, as the section says
+    assert grpo["completion_tokens"] > stop["completion_tokens"] and grpo["samples_per_step"] == [48.0]
+    assert json.loads(read["comparisons"])[0]["ci95"] == [-3.31, 4.88] and read["flags"] == "{}"
+
+
+def test_an_arm_the_artifact_lacks_or_a_missing_file_is_refused_in_one_line():
+    for args, names in (([str(AS16), "--arm", "tree"], "no rows of arm tree (arms here: answer_stop, grpo)"),
+                        ([str(AS16.with_name("none.json")), "--arm", "tree"], "No such file")):
+        done = paired(*args)
+        assert done.returncode != 0 and names in done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
