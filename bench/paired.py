@@ -81,7 +81,9 @@ def main() -> None:
     try:
         record = json.loads(args.artifact.read_text())
         described = describe(record, args.base, args.arm)
-    except (OSError, json.JSONDecodeError, KeyError, ValueError) as bad:
+    except KeyError as bad:  # its message is the key alone
+        sys.exit(f"{args.artifact}: no {bad} field; pass a bench artifact (bench/results/<bench>-*.json)")
+    except (OSError, json.JSONDecodeError, ValueError) as bad:
         sys.exit(f"{args.artifact}: {bad!s}; pass a bench artifact (bench/results/<bench>-*.json) and two of its arms")
     print(f"{'seed':>4s} {args.base:>12s} {args.arm:>14s} {'gain':>6s}  steps  training minutes")
     for row in described["seeds"]:

@@ -30,9 +30,12 @@ def test_an_arm_and_its_baseline_seed_by_seed_as_the_results_section_reports_the
     assert json.loads(read["comparisons"])[0]["ci95"] == [-3.31, 4.88] and read["flags"] == "{}"
 
 
-def test_an_arm_the_artifact_lacks_or_a_missing_file_is_refused_in_one_line():
+def test_an_arm_the_artifact_lacks_a_missing_file_or_another_json_is_refused_in_one_line(tmp_path):
+    other = tmp_path / "config.json"
+    other.write_text('{"train": {}}')
     for args, names in (([str(AS16), "--arm", "tree"], "no rows of arm tree (arms here: answer_stop, grpo)"),
-                        ([str(AS16.with_name("none.json")), "--arm", "tree"], "No such file")):
+                        ([str(AS16.with_name("none.json")), "--arm", "tree"], "No such file"),
+                        ([str(other), "--arm", "tree"], "no 'rows' field; pass a bench artifact")):
         done = paired(*args)
         assert done.returncode != 0 and names in done.stderr
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
