@@ -87,7 +87,6 @@ def test_a_bench_writes_comparisons_with_intervals_and_flags_a_time_cap_that_bin
     assert comparison["seeds"] == 2 and lo <= comparison["gain_points"] <= hi
 
 
-
 @pytest.mark.slow
 def test_equal_minutes_makes_the_time_cap_the_budget_and_flags_a_step_ceiling_that_binds(tmp_path):
     """--equal-minutes, for strategies that save compute: a time cap every arm stops on is the budget (no flag);
@@ -106,6 +105,7 @@ def test_equal_minutes_makes_the_time_cap_the_budget_and_flags_a_step_ceiling_th
     assert sorted(flags) == ["pipeline seed 0: the step ceiling bound after 1 steps, before the time cap",
                              "plain seed 0: the step ceiling bound after 1 steps, before the time cap"]
     assert ceiling.stdout.count("FLAG") == 2 and "not at equal budgets" in ceiling.stdout
+
 
 def test_a_runs_provenance_names_the_checkouts_files_from_its_root(monkeypatch):
     """--reuse compares provenances: a recipe read from a worktree elsewhere is the same command."""
