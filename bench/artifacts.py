@@ -22,6 +22,11 @@ from stats import Comparison  # bench/stats.py: the importing script's directory
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
+# Summary keys listing the runs whose budget did not bind as planned: a time cap that stopped an arm, or (at equal
+# minutes) a step ceiling reached before the time budget. Readers of an artifact look them up by these names.
+TIME_CAP_BOUND = "time_cap_bound"
+STEP_CEILING_BOUND = "step_ceiling_bound"
+BUDGET_FLAGS = (TIME_CAP_BOUND, STEP_CEILING_BOUND)
 
 
 class Revision(TypedDict):

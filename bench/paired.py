@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import artifacts  # bench/artifacts.py: the importing script's directory is on sys.path
+
 
 @dataclass(frozen=True)
 class Pair:
@@ -66,8 +68,7 @@ def describe(record: dict[str, Any], base: str, arm: str) -> dict[str, Any]:
         "before_equal": all(p.base["accuracy_before"] == p.arm["accuracy_before"] for p in seeds),
         "heldout_n": sorted({row["heldout_n"] for p in seeds for row in (p.base, p.arm)}),
         base: arm_totals([p.base for p in seeds]), arm: arm_totals([p.arm for p in seeds]),
-        "flags": {key: record["summary"][key] for key in ("time_cap_bound", "step_ceiling_bound")
-                  if record["summary"].get(key)},
+        "flags": {key: record["summary"][key] for key in artifacts.BUDGET_FLAGS if record["summary"].get(key)},
         "comparisons": record["comparisons"],
     }
 

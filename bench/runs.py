@@ -423,12 +423,13 @@ def report(bench: str, runs: list[ArmRun], comparisons: list[stats.Comparison], 
               f"{row['samples_per_step']:12.1f} {row['accuracy_before']:7.1%} {row['accuracy_after']:7.1%}  "
               f"{row['label']}")
     if budget.equal_minutes:  # the time cap is the budget: every arm should stop on it
-        flagged = {"step_ceiling_bound": [f"{row['arm']} seed {row['seed']}: the step ceiling bound after "
-                                          f"{row['steps']} steps, before the time cap" for row in rows
-                                          if not row["time_cap_bound"]]}
+        flagged = {artifacts.STEP_CEILING_BOUND: [
+            f"{row['arm']} seed {row['seed']}: the step ceiling bound after {row['steps']} steps, before the time cap"
+            for row in rows if not row["time_cap_bound"]]}
     else:
-        flagged = {"time_cap_bound": [f"{row['arm']} seed {row['seed']}: the time cap bound after {row['steps']} of "
-                                      f"{row['steps_wanted']} steps" for row in rows if row["time_cap_bound"]]}
+        flagged = {artifacts.TIME_CAP_BOUND: [
+            f"{row['arm']} seed {row['seed']}: the time cap bound after {row['steps']} of {row['steps_wanted']} steps"
+            for row in rows if row["time_cap_bound"]]}
     path = artifacts.write(bench, rows, comparisons, {
         "steps": budget.steps, "max_minutes": budget.max_minutes, "seeds": budget.seeds,
         "first_seed": budget.first_seed, "equal_minutes": budget.equal_minutes, "heldout_wanted": budget.heldout,
