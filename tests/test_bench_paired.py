@@ -39,3 +39,15 @@ def test_an_arm_the_artifact_lacks_a_missing_file_or_another_json_is_refused_in_
         done = paired(*args)
         assert done.returncode != 0 and names in done.stderr
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_budget_flag_the_bench_raised_is_reported_beside_the_seeds(tmp_path):
+    record = json.loads(AS16.read_text())
+    flag = "grpo seed 56: the step ceiling bound after 60 steps, before the time cap"
+    record["summary"].update(equal_minutes=True, step_ceiling_bound=[flag])  # as bench/runs.report writes it
+    flagged = tmp_path / "rest_rl-flagged.json"
+    flagged.write_text(json.dumps(record))
+    done = paired(str(flagged), "--arm", "answer_stop")
+    assert done.returncode == 0, done.stderr
+    read = dict(line.split(": ", 1) for line in done.stdout.splitlines() if line.startswith("flags: "))
+    assert json.loads(read["flags"]) == {"step_ceiling_bound": [flag]}
