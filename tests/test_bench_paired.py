@@ -17,12 +17,17 @@ def paired(*args: str) -> subprocess.CompletedProcess:
                           timeout=60)
 
 
+def fields(stdout: str) -> dict[str, str]:
+    """paired.py's ``key: value`` lines after its per-seed table."""
+    return dict(line.split(": ", 1) for line in stdout.splitlines() if ": " in line)
+
+
 def test_an_arm_and_its_baseline_seed_by_seed_as_the_results_section_reports_them():
     done = paired(str(AS16), "--arm", "answer_stop")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[1].split()[:4] == ["56", "56.7", "67.7", "+10.9"]  # a gain is the arm's points minus grpo's
-    read = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in lines if ": " in line}
+    read = fields(done.stdout)
     assert (read["leads"], read["trails"], read["before_equal"], read["heldout_n"]) == ("9", "7", "true", "[201]")
     grpo, stop = json.loads(read["grpo"]), json.loads(read["answer_stop"])
     assert (grpo["train_minutes"], stop["train_minutes"]) == (439.3, 342.5)  # 22% fewer, as the section says
@@ -49,5 +54,4 @@ def test_a_budget_flag_the_bench_raised_is_reported_beside_the_seeds(tmp_path):
     flagged.write_text(json.dumps(record))
     done = paired(str(flagged), "--arm", "answer_stop")
     assert done.returncode == 0, done.stderr
-    read = dict(line.split(": ", 1) for line in done.stdout.splitlines() if line.startswith("flags: "))
-    assert json.loads(read["flags"]) == {"step_ceiling_bound": [flag]}
+    assert json.loads(fields(done.stdout)["flags"]) == {"step_ceiling_bound": [flag]}
