@@ -13,7 +13,7 @@ from autotelic.algorithms import get_algorithm
 from autotelic.backends import Completion
 from autotelic.config import ConfigError
 from autotelic.loading import load_config
-from autotelic.rewards.judge import parse_score
+from autotelic.rewards.judge import parse_tagged_score
 from autotelic.rollout.discussion import (
     EVALUATOR,
     ROLES,
@@ -37,15 +37,17 @@ COMAS = ["generate.mode=discussion", "filter.rewards=[{name: env}]", "curriculum
 
 
 # ---- rewards ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("reply, grade, solver", [("3", 3.0, 1.0), ("2", 2.0, 0.5), ("Grade: 1", 1.0, 0.0),
-                                                  ("2.5 out of 3", 2.5, 0.75)])
+@pytest.mark.parametrize("reply, grade, solver", [
+    ("<score>3</score>", 3.0, 1.0), ("Minor slip. <score>2</score>", 2.0, 0.5),
+    ("2 is wrong, 3 is too. <score> 1 </score>", 1.0, 0.0), ("<score>3</score> no, <score>2</score>", 2.0, 0.5)])
 def test_the_solver_earns_the_normalised_grade_the_evaluator_its_complement(reply, grade, solver):
     rewards = round_rewards(reply, 1, 3, unparsed_penalty=-1.0)
     assert rewards.grade == grade
     assert rewards.returns == (solver, 1.0 - solver, 0.0)
 
 
-@pytest.mark.parametrize("reply", ["", "correct", "5", "0/3"])
+@pytest.mark.parametrize("reply", ["", "correct", "<score>5</score>", "<score>0</score>", "3",
+                                   "1. The answer is incorrect", "Grade: 2", "<score>2"])
 def test_an_unreadable_grade_penalises_the_scorer_and_rewards_nobody_else(reply):
     for penalty in (-1.0, 0.0):
         rewards = round_rewards(reply, 1, 3, penalty)
@@ -53,10 +55,10 @@ def test_an_unreadable_grade_penalises_the_scorer_and_rewards_nobody_else(reply)
         assert rewards.grade is None and math.isnan(solver) and math.isnan(evaluator) and scorer == penalty
 
 
-@pytest.mark.parametrize("reply, agrees, scorer", [("3", True, 1.0), ("3", False, 0.0), ("1", False, 1.0),
-                                                  ("2", True, 0.5), ("1", True, 0.0)])
-def test_with_consensus_a_readable_grade_pays_the_scorer_for_tracking_the_vote(reply, agrees, scorer):
-    rewards = round_rewards(reply, 1, 3, -1.0, agrees)
+@pytest.mark.parametrize("grade, agrees, scorer", [(3, True, 1.0), (3, False, 0.0), (1, False, 1.0),
+                                                  (2, True, 0.5), (1, True, 0.0)])
+def test_with_consensus_a_readable_grade_pays_the_scorer_for_tracking_the_vote(grade, agrees, scorer):
+    rewards = round_rewards(f"<score>{grade}</score>", 1, 3, -1.0, agrees)
     assert rewards.returns[SCORER] == scorer and rewards.returns[SOLVER] == (rewards.grade - 1) / 2
     assert round_rewards("so so", 1, 3, -1.0, agrees).returns[SCORER] == -1.0
 
@@ -74,6 +76,19 @@ def test_seats_rotate_so_every_agent_plays_every_role_and_never_judges_its_own_w
     # a task's exchanges spread the solver seat over the agents: each agent solves once per round here
     assert sorted(seats(0, 0, 0, j, 3)[SOLVER] for j in range(3)) == [0, 1, 2]
     assert seats(5, 7, 1, 2, 1) == (0, 0, 0)  # one agent plays every role (the single-agent ablation)
+
+
+def test_fixed_roles_keep_each_agent_in_its_seat_and_share_a_seat_held_twice():
+    fixed = ("scorer", "solver", "evaluator")
+    assert {seats(t, r, d, j, 3, fixed) for t in range(3) for r in range(2) for d in range(2) for j in range(3)} \
+        == {(1, 2, 0)}
+    shared = ("solver", "evaluator", "scorer", "solver")  # agents 0 and 3 take turns at solving
+    solvers = [seats(t, 0, 0, j, 4, shared)[SOLVER] for t in range(2) for j in range(3)]
+    assert set(solvers) == {0, 3} and {seats(t, 0, 0, 0, 4, shared)[SCORER] for t in range(4)} == {2}
+    agents = [ScriptedAgent("7"), ScriptedAgent("8"), ScriptedAgent("9")]
+    groups = DiscussionSampler(agents, rounds=2, solutions=3, roles=fixed).generate([TASK], 2, max_new_tokens=16)
+    assert {(s.info["role"], s.info["agent"]) for g in groups for s in g.samples} == \
+        {("scorer", 0), ("solver", 1), ("evaluator", 2)}
 
 
 # ---- hand-built discussions ------------------------------------------------------------------------
@@ -112,10 +127,10 @@ def test_a_later_solver_sees_earlier_answers_and_critiques_and_the_other_roles_s
 def test_each_role_is_rewarded_from_its_exchanges_grade_in_groups_per_agent():
     # two discussions of one task, one exchange a round, three agents; round 1's grade is unreadable in discussion 1
     discussions = [Discussion(TASK, 0, d) for d in range(2)]
-    _round(discussions[0], [("8", "Wrong.", "1")], [[[1, 2, 3], [1, 4], [1, 5]]], 0)
-    _round(discussions[1], [("7", "Fine.", "3")], [[[1, 2, 3], [1, 4, 6], [1, 5]]], 0)
-    _round(discussions[0], [("7", "Fine.", "2")], [[[1, 7, 8], [1, 4], [1, 5]]], 1)
-    _round(discussions[1], [("7", "Fine.", "hmm")], [[[1, 7, 9], [1, 4], [1, 5]]], 1)
+    _round(discussions[0], [("8", "Wrong.", "<score>1</score>")], [[[1, 2, 3], [1, 4], [1, 5]]], 0)
+    _round(discussions[1], [("7", "Fine.", "<score>3</score>")], [[[1, 2, 3], [1, 4, 6], [1, 5]]], 0)
+    _round(discussions[0], [("7", "Fine.", "<score>2</score>")], [[[1, 7, 8], [1, 4], [1, 5]]], 1)
+    _round(discussions[1], [("7", "Fine.", "hmm, 2")], [[[1, 7, 9], [1, 4], [1, 5]]], 1)
     groups = [g for r in range(2) for role in range(3) for g in role_groups(discussions, r, role)]
     for group in groups:  # one agent per group, the seat of that role in each of its exchanges
         r, role = group.task.meta["round"], ROLES.index(group.task.meta["role"])
@@ -171,7 +186,8 @@ class ScriptedAgent:
 
     def reply(self, message: str) -> str:
         if "Grade the proposed answer" in message:
-            return "so so" if self.mumbles else ("3" if "Proposed answer: 7\n" in message else "1")
+            return "so so" if self.mumbles else ("<score>3</score>" if "Proposed answer: 7\n" in message
+                                                 else "Wrong. <score>1</score>")
         return "Check it." if "List the errors" in message else self.answer
 
     def generate(self, prompts, n, max_new_tokens, temperature=1.0, top_p=1.0, greedy=False, prefixes=None):
@@ -254,6 +270,12 @@ def test_discussion_accuracy_takes_the_vote_of_the_last_rounds_answers():
     (["discussion.solutions=0"], "must be at least 1"),
     (["discussion.grade_low=3", "discussion.grade_high=3"], "grade_low must be below"),
     (["discussion.unparsed_penalty=0.5"], "at most 0"),
+    (["discussion.roles=[solver, scorer, solver]"], "give every role"),
+    (["discussion.roles=[solver, evaluator]"], "one role per agent"),
+    (["discussion.roles=[solver, critic, scorer]"], "name roles from"),
+    (["discussion.lrs=[0.1]"], "one learning rate per agent"),
+    (["discussion.lrs=[null, -1, 0]"], "0 or more"),
+    (["filter.rewards=[{name: env}, {name: verifier}]"], "at most rewards that never read the key"),
 ])
 def test_bad_discussion_settings_are_named(options, message):
     with pytest.raises((ConfigError, TrainingError), match=message):  # a range on load, a combination after
@@ -262,7 +284,9 @@ def test_bad_discussion_settings_are_named(options, message):
 
 
 def test_the_recipe_and_the_single_agent_ablation_pass_the_checks():
-    for options in ([], ["discussion.agents=1"]):
+    fixed_and_frozen = ["discussion.roles=[solver, evaluator, scorer]", "discussion.lrs=[null, 1e-4, 0]",
+                        "filter.rewards=[{name: env}, {name: length, options: {max_chars: 9}}]"]
+    for options in ([], ["discussion.agents=1"], fixed_and_frozen):
         config = load_config(Path(__file__).parent.parent / "recipes" / "comas.yaml", options)
         check_combination(config, get_algorithm(config.algorithm.name))
     with pytest.raises(ConfigError, match="discussion.agents"):
@@ -285,6 +309,8 @@ def test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_re
         "curriculum.families=[add, compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
         "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora_rank=8",
         'discussion.models=[null, "random:qwen2-tiny", null]',
+        # the base models rarely write the tagged grade: a length term makes the scorers' penalised turns differ
+        "filter.rewards=[{name: env}, {name: length, options: {max_chars: 8}}]",
         "logging.progress=false", "train.max_minutes=null", "train.checkpoint_every=1",
         f"logging.runs_dir={tmp_path}", "logging.run_name=comas"]
     config = load_config(Path(__file__).parent.parent / "recipes" / "comas.yaml", options)
@@ -309,15 +335,18 @@ def test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_re
     assert all(len(set(seat.values())) == 3 for seat in exchanges.values())  # no agent judges its own work
     scorers = {(r["step"], r["discussion"], r["round"], r["solution"]): r for r in rows if r["role"] == "scorer"}
     for row in rows:  # every reward is the grade its exchange's scorer wrote
-        grade = parse_score(scorers[row["step"], row["discussion"], row["round"], row["solution"]]["completion"], 1, 3)
+        reply = scorers[row["step"], row["discussion"], row["round"], row["solution"]]["completion"]
+        grade = parse_tagged_score(reply, 1, 3)
         assert row["grade"] == grade
         if row["role"] == "scorer":
-            assert row["reward"] == (0.0 if grade is not None else -1.0)
+            length = -min(1.0, max(0, len(reply) - 8) / 8)
+            assert row["reward"] == pytest.approx((0.0 if grade is not None else -1.0) + length)
         elif grade is None:
             assert row["reward"] is None and row["filter"] == "unscorable"
         else:
             s = (grade - 1) / 2
-            assert row["reward"] == pytest.approx(s if row["role"] == "solver" else 1 - s)
+            length = -min(1.0, max(0, len(row["completion"]) - 8) / 8)
+            assert row["reward"] == pytest.approx((s if row["role"] == "solver" else 1 - s) + length)
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert all(f"agent{i}/train/loss" in r and f"agent{i}/train/kl" in r for r in steps if "reward/mean" in r
                for i in range(3))
@@ -345,3 +374,29 @@ def test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_re
     metrics = resumed.step()
     resumed.rollouts.stop()
     assert any(f"agent{i}/train/loss" in metrics for i in range(3)) and resumed.state.completion_tokens > tokens
+
+
+def test_an_agent_at_learning_rate_0_keeps_its_weights_in_its_fixed_seat(tmp_path):
+    """Four tiny agents in fixed seats, two of them scorers; the second scorer's learning rate is 0 (a steadier
+    judge): after a step the first scorer has moved and the frozen one has not, and no update ran for it."""
+    from autotelic.run_state import new_run_dir
+    from autotelic.trainer import Trainer
+
+    options = COMAS + [
+        "model.path=random:qwen2-tiny", "model.lora=false", "discussion.agents=4", "discussion.rounds=1",
+        "discussion.roles=[scorer, scorer, solver, evaluator]", "discussion.lrs=[null, 0, null, null]",
+        "filter.rewards=[{name: env}, {name: length, options: {max_chars: 20}}]", "algorithm.name=reinforce_pp",
+        "algorithm.lr=1e-2", "train.steps=1", "control.tasks_per_step=2", "generate.group_size=2",
+        "control.max_new_tokens=6", "discussion.grade_tokens=6", "curriculum.families=[add]",
+        "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1", "eval.max_new_tokens=4",
+        "logging.progress=false", "logging.report=false", "train.export_model=false",
+        f"logging.runs_dir={tmp_path}", "logging.run_name=frozen"]
+    config = load_config(None, options)
+    trainer = Trainer(config, new_run_dir(config))
+    initial = [{k: v.clone() for k, v in agent.trainable_state().items()} for agent in trainer.agents]
+    metrics = trainer.step()
+    trainer.rollouts.stop()
+    moved = [any(not torch.equal(v, start[k]) for k, v in agent.trainable_state().items())
+             for agent, start in zip(trainer.agents, initial)]
+    assert moved[0] and not moved[1], moved
+    assert "agent0/train/loss" in metrics and "agent1/train/loss" not in metrics

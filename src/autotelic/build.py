@@ -99,21 +99,24 @@ def _decoder_stops(config: RunConfig) -> DecoderStops:
     return DecoderStops(config.control.stop_repeats, config.control.stop_pattern)
 
 
-def _trained_model(config: RunConfig, path: str | None, seed: int, stops: DecoderStops = DecoderStops()) -> HFPolicy:
-    """A model that trains with the run's optimizer settings: the model settings at ``path`` (None: model.path)."""
+def _trained_model(config: RunConfig, path: str | None, seed: int, stops: DecoderStops = DecoderStops(),
+                   lr: float | None = None) -> HFPolicy:
+    """A model that trains with the run's optimizer settings: the model settings at ``path`` (None: model.path),
+    at learning rate ``lr`` (None: algorithm.lr)."""
     algo = config.algorithm
-    return HFPolicy(config.model if path is None else replace(config.model, path=path), lr=algo.lr,
+    return HFPolicy(config.model if path is None else replace(config.model, path=path),
+                    lr=algo.lr if lr is None else lr,
                     weight_decay=algo.weight_decay, max_grad_norm=algo.max_grad_norm, seed=seed,
                     stops=stops)
 
 
 def build_agents(config: RunConfig) -> list[HFPolicy]:
     """The models that train: the policy, and in CoMAS's discussions one more per agent (seeded apart, each on
-    the model the mode names for it, ``model.path`` by default)."""
+    the model and at the learning rate the mode names for it, ``model.path`` and ``algorithm.lr`` by default)."""
     mode = get_mode(config.generate.mode)
-    paths = [mode.agent_model(config, index) for index in range(mode.agents(config))]
-    return [_trained_model(config, path, config.train.seed + index, _decoder_stops(config))
-            for index, path in enumerate(paths)]
+    return [_trained_model(config, mode.agent_model(config, index), config.train.seed + index,
+                           _decoder_stops(config), mode.agent_lr(config, index))
+            for index in range(mode.agents(config))]
 
 
 def build_generation(config: RunConfig, policy: HFPolicy) -> PolicyBackend:

@@ -109,7 +109,7 @@ class Trainer:
         try:
             for index, agent in enumerate(self.agents):  # each agent learns from its own groups only
                 batch = [g for g in rollouts.batch if g.agent == index]
-                if batch:
+                if batch and not agent.frozen:
                     update = self._update(agent, batch)
                     metrics.update(update if len(self.agents) == 1
                                    else {f"agent{index}/{k}": v for k, v in update.items()})

@@ -150,6 +150,7 @@ class HFPolicy:
         # The fused kernel updates all 135M parameters in one pass: ~0.1 s instead of ~0.5 s on 2 cores.
         self.optimizer = torch.optim.AdamW(self.trainable, lr=lr, weight_decay=weight_decay, fused=True)
         self.max_grad_norm = max_grad_norm
+        self.frozen = lr == 0  # never updated (a CoMAS agent at learning rate 0): it plays, nothing trains it
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
         self.stops = stops  # in-trajectory early stops: of looping samples, of complete answers

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -124,7 +125,7 @@ class DiscussionConfig:
     """generate.mode=discussion (CoMAS): ``agents`` policies discuss each task for ``rounds`` rounds; in each, a
     discussion holds ``solutions`` exchanges: a solver answers, an evaluator lists its errors and a scorer grades
     it, three different agents. Rewards: solver the normalised grade s, evaluator 1 - s, scorer 0 for a readable
-    grade, ``unparsed_penalty`` otherwise."""
+    (tagged) grade, ``unparsed_penalty`` otherwise."""
 
     agents: int = 3
     """Policies, each a model of its own (model.lora: LoRA or full fine-tuning) trained on its own turns; at least
@@ -148,8 +149,16 @@ class DiscussionConfig:
     consensus: bool = False
     """Not the paper's: a readable grade earns the scorer 1 - |s - y|, y = 1 when the graded answer is the vote of
     the round's answers to its task (the agents' own majority, no answer key), else 0; false: 0 (CoMAS)."""
-    grade_tokens: int = 8
-    """New tokens a scorer's turn may take at most (other turns: control.max_new_tokens)."""
+    grade_tokens: int = 32
+    """New tokens a scorer's turn may take at most: a brief reason, then the grade as <score>N</score>, the only
+    part read (other turns: control.max_new_tokens)."""
+    roles: list[str] | None = None
+    """Each agent's fixed seat, one per agent, from solver, evaluator, scorer (every role held at least once; a
+    role held by several agents rotates among them), e.g. [solver, evaluator, scorer]; None: the seats rotate
+    over tasks, rounds, discussions and exchanges, so every agent plays every role."""
+    lrs: list[float | None] | None = None
+    """Each agent's learning rate, one per agent, null for algorithm.lr; 0 freezes the agent (it plays and is
+    rewarded, never updated: e.g. a steadier judge). None: algorithm.lr for every agent."""
 
     def problems(self, key: str) -> list[str]:
         return [*count(f"{key}.agents", self.agents), *count(f"{key}.rounds", self.rounds),
@@ -160,10 +169,25 @@ class DiscussionConfig:
                       "not be 2: of two agents one would grade or critique its own work; use 3 or more, or 1 for "
                       "the single-agent ablation"),
                 *count(f"{key}.grade_tokens", self.grade_tokens),
+                *self._seat_problems(key),
+                *rule(self.lrs is None or len(self.lrs) == self.agents, f"{key}.lrs", self.lrs,
+                      f"list one learning rate per agent ({key}.agents={self.agents}), null for algorithm.lr"),
+                *rule(all(lr is None or math.isfinite(lr) and lr >= 0 for lr in self.lrs or []), f"{key}.lrs",
+                      self.lrs, "hold learning rates of 0 or more (0 freezes an agent) or null"),
                 *rule(self.grade_low < self.grade_high, f"{key}.grade_low", self.grade_low,
                        f"be below {key}.grade_high ({self.grade_high})"),
                 *rule(self.unparsed_penalty <= 0, f"{key}.unparsed_penalty", self.unparsed_penalty,
                        "be at most 0 (a penalty)")]
+
+    def _seat_problems(self, key: str) -> list[str]:
+        if self.roles is None:
+            return []
+        seats = ("solver", "evaluator", "scorer")
+        return [*rule(len(self.roles) == self.agents, f"{key}.roles", self.roles,
+                      f"list one role per agent ({key}.agents={self.agents})"),
+                *rule(set(self.roles) <= set(seats), f"{key}.roles", self.roles, f"name roles from {list(seats)}"),
+                *rule(set(seats) <= set(self.roles), f"{key}.roles", self.roles,
+                      "give every role (solver, evaluator, scorer) to at least one agent")]
 
 
 @dataclass

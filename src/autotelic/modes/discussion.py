@@ -11,14 +11,15 @@ from autotelic.backends import PolicyBackend
 from autotelic.config import RunConfig
 from autotelic.heldout import HeldOut
 from autotelic.modes.registry import Built, Mode, refuse_remote, register_mode
+from autotelic.rewards import LABEL_FREE, SHAPING
 from autotelic.rollout.discussion import DiscussionSampler, evaluate_discussion
 
 
 def discussion(config: RunConfig, agents: list[PolicyBackend], greedy: bool = False) -> DiscussionSampler:
     cfg, gen = config.discussion, config.generate
     return DiscussionSampler(agents, cfg.rounds, cfg.solutions, cfg.references, cfg.grade_low, cfg.grade_high,
-                             cfg.unparsed_penalty, cfg.consensus, cfg.grade_tokens, gen.temperature, gen.top_p,
-                             greedy)
+                             cfg.unparsed_penalty, cfg.consensus, cfg.grade_tokens,
+                             None if cfg.roles is None else tuple(cfg.roles), gen.temperature, gen.top_p, greedy)
 
 
 def discussions(built: Built) -> DiscussionSampler:
@@ -40,9 +41,11 @@ def problems(config: RunConfig, spec: AlgorithmSpec) -> list[str]:
     if config.dist.train_workers:
         problems.append("dist.train_workers trains one policy; generate.mode=discussion trains one per agent: "
                         "set dist.train_workers=0")
-    if [r.name for r in config.filter.rewards] != ["env"]:
+    names = [r.name for r in config.filter.rewards]
+    if "env" not in names or not set(names) - {"env"} <= LABEL_FREE | SHAPING:
         problems.append("generate.mode=discussion pays every turn from the agents' grades (in the env return), "
-                        "never from the answer key: use filter.rewards=[{name: env}]")
+                        "never from the answer key: use filter.rewards=[{name: env}], with at most rewards that "
+                        f"never read the key beside it ({', '.join(sorted(LABEL_FREE | SHAPING))})")
     if spec.advantage == "rae" or spec.name == "offline_dpo":
         problems.append(f"generate.mode=discussion trains each agent on its turns of this step's discussions: use "
                         f"another algorithm than {spec.name}")
@@ -61,5 +64,9 @@ def agent_model(config: RunConfig, index: int) -> str | None:
     return config.discussion.models[index] if config.discussion.models else None
 
 
+def agent_lr(config: RunConfig, index: int) -> float | None:
+    return config.discussion.lrs[index] if config.discussion.lrs else None
+
+
 register_mode(Mode("discussion", discussions, problems, agents=lambda config: config.discussion.agents,
-                   agent_model=agent_model, evaluate_together=evaluate_together))
+                   agent_model=agent_model, agent_lr=agent_lr, evaluate_together=evaluate_together))

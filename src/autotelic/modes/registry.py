@@ -50,6 +50,8 @@ class Mode:
     """How many models train (each on its own groups, ``Group.agent``)."""
     agent_model: Callable[[RunConfig, int], str | None] = lambda config, index: None
     """The model an agent starts from (a directory or random:<shape>); None: ``model.path``."""
+    agent_lr: Callable[[RunConfig, int], float | None] = lambda config, index: None
+    """An agent's learning rate; None: ``algorithm.lr``; 0: the agent keeps its weights (it is never updated)."""
     branches: bool = False
     """Groups grow by branching (tree): a group of one sample per task still has siblings to compare."""
     games: bool = False

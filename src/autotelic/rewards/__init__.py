@@ -61,6 +61,8 @@ NEEDS_BACKEND = {"judge", "web_judge", "self_certainty"}
 JUDGES = ("judge", "web_judge")
 LABEL_FREE = frozenset({"majority_vote", "self_certainty", "judge", "reward_model", "process_value"})
 """Rewards that never read a task's reference answer: the guardrails check the answers they favour against it."""
+SHAPING = frozenset({"format", "length"})
+"""Rewards that read only a completion's form (a pattern, its length), to add to a reward that judges its content."""
 JUDGE_MODEL = "base"
 """A judge's model unless its options name one: a frozen copy of the starting model, which cannot learn to please
 itself as the policy would (``policy`` opts into self-judging; a directory names another model)."""

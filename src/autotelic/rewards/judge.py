@@ -18,6 +18,7 @@ DEFAULT_RUBRIC = (
 )
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_SCORE_TAG = re.compile(r"<score>\s*(-?\d+)\s*</score>", re.IGNORECASE)
 
 
 def judge_message(prompt: str, response: str, rubric: str, low: int, high: int) -> str:
@@ -42,6 +43,17 @@ def parse_score(text: str, low: int, high: int) -> float | None:
         return None
     score = float(match.group())
     return score if low <= score <= high else None
+
+
+def parse_tagged_score(text: str, low: int, high: int) -> int | None:
+    """The grade in a reply that reasons first: the integer inside its last ``<score>N</score>`` tag, if within
+    [low, high]; else None. Nothing outside a tag is read, so "1. The answer is wrong" is no grade (CoMAS's
+    official scorer prompt asks for the tag after a brief explanation)."""
+    tags = _SCORE_TAG.findall(text)
+    if not tags:
+        return None
+    grade = int(tags[-1])
+    return grade if low <= grade <= high else None
 
 
 @dataclass

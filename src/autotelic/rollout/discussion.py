@@ -9,13 +9,19 @@ exchange are consecutive agents from an offset that moves on with the task, the 
 the exchange (``seats``), so every agent plays every role, and with three or more agents no agent ever
 grades its own answer or critique, nor critiques its own answer (two agents cannot manage that, and are
 refused by the mode's checks); one agent plays every role (the single-agent ablation, the same turns).
+``roles`` instead gives each agent one seat for the whole run, so it can specialise (a judge that only
+judges); an agent whose learning rate is 0 (``discussion.lrs``) keeps its weights, a steadier judge.
 
 Rewards (``round_rewards``), in ``info["return"]`` for the ``env`` reward, zero-sum between solver and
 evaluator and paid by a third agent's grade:
 - solver: the grade normalised to [0, 1], s = (g - low) / (high - low);
 - evaluator: 1 - s, so a critique that sinks a bad answer pays and one that sinks a good answer costs;
-- scorer: 0 for a grade that parses (``rewards.judge.parse_score``), ``unparsed_penalty`` otherwise; a
-  readable grade is the one part of its job the others cannot judge, so that alone is rewarded (CoMAS).
+- scorer: 0 for a readable grade, ``unparsed_penalty`` otherwise; a readable grade is the one part of its job
+  the others cannot judge, so that alone is rewarded (CoMAS). As in the official code the scorer explains
+  briefly, then writes the grade as ``<score>N</score>``, and only a tag within the scale is read
+  (``rewards.judge.parse_tagged_score``): read from the reply's first number, "1. The answer is wrong" was a
+  grade, and paid for any readable grade every scorer learnt to open with "1.", which made every solver reward
+  constant and spread into the solvers' answers (docs/results.md).
   With ``consensus`` (this project's option, not the paper's), a readable grade instead earns 1 - |s - y|,
   y = 1 when the graded answer is the vote of the round's answers to the task over all its discussions, else 0:
   paid by format alone, a small model's scorers settle on one grade and the grades stop carrying information
@@ -32,7 +38,8 @@ and ``discussion_metrics``, to report accuracy.
 Choices of this implementation where the paper leaves room or the CPU budget decides: seats by rotation
 rather than shuffled (the official code's shuffle lets an agent grade itself), the references of a round
 chosen by rotation from the exchange's index, a 1-3 scale (as the official code), a scorer turn capped at
-``grade_tokens``, and unreadable grades leaving their exchange unrewarded rather than scored at a default.
+``grade_tokens`` (its own budget, not ``max_new_tokens``), and unreadable grades leaving their exchange unrewarded
+rather than scored at a default.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotelic.backends import PolicyBackend
-from autotelic.rewards.judge import parse_score
+from autotelic.rewards.judge import parse_tagged_score
 from autotelic.rewards.majority import MajorityVoteReward, default_extract, majority_answer
 from autotelic.rollout.filter import verifier_reward
 from autotelic.rollout.generate import PolicySampler, common_prefix, sizes_per_task, under_shared_prompt
@@ -55,12 +62,17 @@ SOLVER, EVALUATOR, SCORER = range(len(ROLES))
 LOGGED_INFO = ("agent", "role", "round", "solution", "discussion", "grade")  # sample facts rollouts.jsonl records
 
 
-def seats(task_index: int, round_index: int, discussion_index: int, solution: int, agents: int) -> tuple[int, ...]:
+def seats(task_index: int, round_index: int, discussion_index: int, solution: int, agents: int,
+          roles: tuple[str, ...] | None = None) -> tuple[int, ...]:
     """The agents playing solver, evaluator and scorer of an exchange: consecutive agents from an offset that
     moves on by one per task, round, discussion and exchange, so the roles rotate; with three or more agents
-    the three are different agents."""
+    the three are different agents. ``roles`` (one per agent) fixes each agent's seat instead: a role held by
+    several agents rotates among them by the same offset."""
     first = task_index + round_index + discussion_index + solution
-    return tuple((first + role) % agents for role in range(len(ROLES)))
+    if roles is None:
+        return tuple((first + role) % agents for role in range(len(ROLES)))
+    holders = [[agent for agent, held in enumerate(roles) if held == name] for name in ROLES]
+    return tuple(mine[first % len(mine)] for mine in holders)
 
 
 # ---- what each role is asked ------------------------------------------------------------------
@@ -83,9 +95,11 @@ def evaluator_message(problem: str, answer: str) -> str:
 
 
 def scorer_message(problem: str, answer: str, critique: str, low: int, high: int) -> str:
+    """As CoMAS's official prompt: a brief reason first, then the grade in a tag, the only part read."""
     return (f"Grade the proposed answer to this problem from {low} (wrong) to {high} (correct), using the review. "
-            f"Reply with only the grade.\n\nProblem: {problem}\n\nProposed answer: {answer}\n\nReview: {critique}"
-            f"\n\nGrade ({low}-{high}):")  # ending on the request: the embedded model then writes a grade more often
+            f"Explain briefly, then write the grade inside <score></score> tags, for example: The sum is wrong. "
+            f"<score>{low}</score>\n\nProblem: {problem}\n\nProposed answer: {answer}\n\nReview: {critique}\n\n"
+            f"Explain briefly, then end with <score>N</score>, N from {low} to {high}.")
 
 
 @dataclass(frozen=True)
@@ -98,12 +112,12 @@ def round_rewards(grade_reply: str, low: int, high: int, unparsed_penalty: float
                   agrees: bool | None = None) -> RoundRewards:
     """Each role's reward from the scorer's reply (see the module docstring); ``agrees``: whether the graded answer
     is the vote's (``consensus``), None to pay a readable grade alone."""
-    grade = parse_score(grade_reply, low, high)
+    grade = parse_tagged_score(grade_reply, low, high)
     if grade is None:
         return RoundRewards(None, (math.nan, math.nan, unparsed_penalty))
     score = (grade - low) / (high - low)
     scorer = 0.0 if agrees is None else 1.0 - abs(score - float(agrees))
-    return RoundRewards(grade, (score, 1.0 - score, scorer))
+    return RoundRewards(float(grade), (score, 1.0 - score, scorer))
 
 
 # ---- discussions --------------------------------------------------------------------------------
@@ -205,7 +219,8 @@ class DiscussionSampler:
     high: int = 3
     unparsed_penalty: float = -1.0
     consensus: bool = False  # the scorer paid for agreeing with the vote of the round's answers (module docstring)
-    grade_tokens: int = 8  # a grade is a number: the scorer's turns stop early
+    grade_tokens: int = 32  # a scorer's turn: a brief reason, then the tagged grade
+    roles: tuple[str, ...] | None = None  # each agent's fixed seat; None: the seats rotate (``seats``)
     temperature: float = 1.0
     top_p: float = 1.0
     greedy: bool = False
@@ -237,10 +252,10 @@ class DiscussionSampler:
         for discussion in discussions:
             for solution in range(self.solutions):
                 agent = seats(discussion.task_index, len(discussion.rounds) - 1, discussion.index, solution,
-                              len(self.agents))[role]
+                              len(self.agents), self.roles)[role]
                 message = discussion.message(role, solution, self.references, self.low, self.high)
                 by_agent[agent].append((discussion, solution, message))
-        budget = min(self.grade_tokens, max_new_tokens) if role == SCORER else max_new_tokens
+        budget = self.grade_tokens if role == SCORER else max_new_tokens
         for agent, asked in by_agent.items():
             sampler = PolicySampler(self.agents[agent], self.temperature, self.top_p, self.greedy)
             turn_tasks = [dataclasses.replace(d.task, prompt=message, response_prefix="") for d, _, message in asked]
