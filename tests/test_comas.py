@@ -305,7 +305,7 @@ def test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_re
 
     options = [
         "train.steps=2", "control.tasks_per_step=2", "generate.group_size=1", "control.max_new_tokens=12",
-        "discussion.rounds=1",
+        "discussion.rounds=1", "discussion.grade_tokens=12",
         "curriculum.families=[add, compare]", "curriculum.levels=[1]", "eval.levels=[1]", "eval.per_level=1",
         "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora_rank=8",
         'discussion.models=[null, "random:qwen2-tiny", null]',
