@@ -29,6 +29,11 @@ def first_integer(text: str) -> int | None:
     return int(digits) if digits.lstrip("-") else None
 
 
+def integers(text: str) -> list[int]:
+    """Every integer written in ``text``, in order (thousands separators allowed)."""
+    return [int(digits) for match in _INTEGER.finditer(text) if (digits := match.group().replace(",", "")).lstrip("-")]
+
+
 def first_integer_matches(completion: str, answer: str) -> float:
     """1.0 when the first integer of the completion equals the integer ``answer``."""
     return float(first_integer(completion) == int(answer))
