@@ -96,7 +96,9 @@ class ArmRun:
         metrics = [json.loads(line) for line in (self.run_dir / "metrics.jsonl").read_text().splitlines()]
         samples = sum(m.get("generate/samples", 0) for m in metrics)
         label = self.arm.label or summary.get("heldout_label", "")
-        return {"arm": self.arm.name, "seed": self.seed, "label": label, "steps": summary["steps"],
+        return {"arm": self.arm.name, "seed": self.seed, "label": label,
+                "split": summary.get("heldout_split", "test"),  # runs before the validation split: test
+                "steps": summary["steps"],
                 "steps_wanted": self.steps_wanted, "time_cap_bound": self.time_cap_bound(),
                 "train_minutes": round(summary["train_seconds"] / 60, 2), "samples": samples,
                 "samples_per_step": round(samples / max(1, summary["steps"]), 1),

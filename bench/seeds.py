@@ -137,7 +137,7 @@ def main() -> None:
     final = spread([row["accuracy_after"] for row in rows])
     path = artifacts.write("seeds", rows, [], {
         "recipe": artifacts.script_from_root(str(args.recipe)), "seeds": args.seeds, "first_seed": args.first_seed,
-        "overrides": list(args.overrides), "split": rows[0]["label"] if rows else "",
+        "overrides": list(args.overrides), "split": rows[0]["split"] if rows else "",
         "execution": f"{args.at_once} at a time, each pinned to {threads} core(s) with {threads} torch thread(s)",
         artifacts.TIME_CAP_BOUND: [f"seed {row['seed']}" for row in rows if row["time_cap_bound"]],
         "final_accuracy": final}, directory=args.results_dir)

@@ -45,7 +45,7 @@ def test_the_bench_runs_each_seed_as_shipped_and_writes_their_spread(tmp_path):
     (path,) = (tmp_path / "results").glob("seeds-*.json")
     record = json.loads(path.read_text())
     rows = record["rows"]
-    assert [row["seed"] for row in rows] == [3, 4] and record["summary"]["split"] == "held-out"
+    assert [row["seed"] for row in rows] == [3, 4] and record["summary"]["split"] == "test"
     for row in rows:
         assert [e["step"] for e in row["evals"]] == [0, 1, 2] and row["steps"] == 2
         assert row["evals"][-1]["accuracy"] == row["accuracy_after"]

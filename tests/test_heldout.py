@@ -20,7 +20,7 @@ from autotelic.curricula.evolve import EvolvingPromptPool, PromptEvolver, split_
 from autotelic.curricula.failures import FailureCurriculum
 from autotelic.curricula.prefixes import PrefixCurriculum
 from autotelic.evaluation import evaluate
-from autotelic.heldout import HeldOut, build_heldout, heldout_tasks, normalise
+from autotelic.heldout import HeldOut, build_heldout, heldout_tasks, normalise, split_tasks
 from autotelic.loading import load_config
 from autotelic.rewards import build_reward
 from autotelic.rollout.propose import EXECUTOR, INSTRUCTION, ProposerReward, ProposeSampler
@@ -36,9 +36,11 @@ CODE = "```python\ndef f(x):\n    y = x + 1\n    z = y * 2\n    return z\n```"
 
 
 def _forbidden(config) -> tuple[set[str], set[str]]:
-    """The held-out uids, and the prompts that identify their held-out task, drawn afresh from the config."""
+    """The held-out uids of both splits, and the prompts that identify their held-out task, drawn afresh from the
+    config."""
     ev = config.eval
-    held = heldout_tasks(config.curriculum.families, ev.levels, ev.per_level, ev.seed)
+    held = [task for split in split_tasks(config.curriculum.families, ev.levels, ev.per_level, ev.seed, "test")
+            for task in split]
     return {t.uid for t in held}, {normalise(t.prompt) for t in held if t.uid == task_uid(t.family, t.prompt)}
 
 
@@ -172,3 +174,18 @@ def test_test_time_and_self_play_sets_are_labelled():
     assert "trained on the evaluation prompts" in ttrl.label and plain.label == "held-out"
     assert all(not h.excludes(t) for h in (ttrl, spiral) for t in h.tasks)  # trained on: nothing left out
     assert all(plain.excludes(t) for t in plain.tasks)
+
+
+def test_the_validation_split_is_drawn_like_test_disjoint_from_it_and_kept_out_of_training_too():
+    config = load_config(RECIPES[0].parent / "default.yaml")
+    test = build_heldout(config)
+    config.eval.split = "validation"
+    validation = build_heldout(config)
+    assert test.split == "test" and validation.split == "validation"
+    assert validation.summary()["heldout_split"] == "validation" and len(validation) == len(test)
+    assert not {t.uid for t in test} & {t.uid for t in validation}
+    cells = lambda tasks: sorted((t.family, t.level) for t in tasks)  # noqa: E731
+    assert cells(test) == cells(validation)  # as many tasks a family and level
+    for task in [*test, *validation]:  # each keeps both splits out of training
+        assert test.excludes(task) and validation.excludes(task)
+    assert {t.uid for t in validation.set_aside} == {t.uid for t in test}

@@ -6,6 +6,10 @@ evolved prompts, proposed questions) takes a ``HeldOut`` in its constructor and 
 prompt alone identifies its held-out task (uid = ``family:prompt``), whichever family or writer produced it.
 A uid is a task's identity: what it asks and what answers it (``tasks.task_uid``), never a draw's seed.
 
+Two splits are drawn alike, each ``eval.per_level`` tasks a family and level: ``test``, which results report, and
+``validation`` (another seed, none of test's tasks), on which settings are chosen. ``eval.split`` names the one
+evaluated; training stays out of both, so a run evaluated on either trains the same.
+
 ``kind`` says what the held-out accuracy measures; summaries, metrics rows and reports carry it:
 - ``held_out``: tasks no training source draws;
 - ``test_time``: TTRL (``curriculum.name=test_time``) trains on these prompts on purpose, never their answers;
@@ -25,6 +29,7 @@ from autotelic.tasks.files import use_columns
 from autotelic.types import Task
 
 HeldOutKind = Literal["held_out", "test_time", "self_play"]
+Split = Literal["test", "validation"]
 LABELS: dict[str, str] = {
     "held_out": "held-out",
     "test_time": "test-time (trained on the evaluation prompts, TTRL)",
@@ -39,8 +44,10 @@ def normalise(prompt: str) -> str:
     return "".join(prompt.casefold().split())
 
 
-def heldout_tasks(families: list[str], levels: list[int], per_level: int, seed: int) -> list[Task]:
-    """``per_level`` distinct tasks for every family and level, from a seed only evaluation uses."""
+def heldout_tasks(families: list[str], levels: list[int], per_level: int, seed: int | str,
+                  avoid: frozenset[str] = frozenset()) -> list[Task]:
+    """``per_level`` distinct tasks for every family and level, from a seed only evaluation uses, none of them
+    with a uid in ``avoid`` (another split's)."""
     tasks: list[Task] = []
     for name in families:
         family = get_family(name)
@@ -51,11 +58,20 @@ def heldout_tasks(families: list[str], levels: list[int], per_level: int, seed: 
             seen: dict[str, Task] = {}
             for _ in range(per_level * DRAWS_PER_SLOT):
                 task = family.generate(rng, level)
-                seen.setdefault(task.uid, task)
+                if task.uid not in avoid:
+                    seen.setdefault(task.uid, task)
                 if len(seen) == per_level:
                     break
             tasks.extend(seen.values())
     return tasks
+
+
+def split_tasks(families: list[str], levels: list[int], per_level: int, seed: int, split: Split) -> tuple[
+        list[Task], list[Task]]:
+    """(the split evaluated, the other one): test from ``seed``, validation from its own seed, minus test's tasks."""
+    test = heldout_tasks(families, levels, per_level, seed)
+    validation = heldout_tasks(families, levels, per_level, f"validation/{seed}", frozenset(t.uid for t in test))
+    return (test, validation) if split == "test" else (validation, test)
 
 
 @dataclass(frozen=True)
@@ -64,14 +80,18 @@ class HeldOut(Sequence[Task]):
 
     tasks: tuple[Task, ...]
     kind: HeldOutKind = "held_out"
+    split: Split = "test"
+    set_aside: tuple[Task, ...] = ()
+    """The other split's tasks: kept out of training as well, never evaluated."""
     uids: frozenset[str] = field(init=False)
     prompts: frozenset[str] = field(init=False)
     """Normalised prompts of the held-out tasks their prompt alone identifies (not a guess-the-number prompt,
     the same for every secret)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "uids", frozenset(t.uid for t in self.tasks))
-        object.__setattr__(self, "prompts", frozenset(normalise(t.prompt) for t in self.tasks
+        kept_out = (*self.tasks, *self.set_aside)
+        object.__setattr__(self, "uids", frozenset(t.uid for t in kept_out))
+        object.__setattr__(self, "prompts", frozenset(normalise(t.prompt) for t in kept_out
                                                       if t.uid == task_uid(t.family, t.prompt)))
 
     def __len__(self) -> int:
@@ -100,7 +120,8 @@ class HeldOut(Sequence[Task]):
         return not self.trained_on and (task.uid in self.uids or normalise(task.prompt) in self.prompts)
 
     def summary(self) -> dict[str, str | int]:
-        return {"heldout_kind": self.kind, "heldout_label": self.label, "heldout_tasks": len(self.tasks)}
+        return {"heldout_kind": self.kind, "heldout_label": self.label, "heldout_split": self.split,
+                "heldout_tasks": len(self.tasks)}
 
 
 def heldout_families(config: RunConfig) -> list[str]:
@@ -115,7 +136,8 @@ def build_heldout(config: RunConfig) -> HeldOut:
     use_columns([*cur.families, *families], cur.columns)  # a user's data files are read through the run's columns
     kind: HeldOutKind = ("test_time" if cur.name == "test_time"
                          else "self_play" if config.generate.mode == "selfplay" else "held_out")
-    heldout = HeldOut(tuple(heldout_tasks(families, ev.levels, ev.per_level, ev.seed)), kind)
+    evaluated, other = split_tasks(families, ev.levels, ev.per_level, ev.seed, ev.split)
+    heldout = HeldOut(tuple(evaluated), kind, ev.split, tuple(other))
     if not heldout.trained_on:
         _check_room(heldout, cur.families, cur.levels, ev.per_level)
     return heldout
@@ -128,7 +150,7 @@ def _check_room(heldout: HeldOut, families: list[str], levels: list[int], per_le
         for level in (level for level in levels if level in family.levels):
             rng = random.Random(f"probe/{name}/{level}")
             if all(heldout.excludes(family.generate(rng, level)) for _ in range(PROBE_DRAWS)):
-                held = sum(t.family == name and t.level == level for t in heldout.tasks)
+                held = sum(t.family == name and t.level == level for t in (*heldout.tasks, *heldout.set_aside))
                 raise ConfigError(f"eval.per_level={per_level} holds out every task of family '{name}' level {level} "
-                                  f"({held} distinct), leaving none to train on: lower eval.per_level or drop "
-                                  f"level {level} from eval.levels")
+                                  f"({held} distinct over the test and validation splits), leaving none to train "
+                                  f"on: lower eval.per_level or drop level {level} from eval.levels")

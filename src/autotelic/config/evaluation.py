@@ -105,6 +105,9 @@ class ValueConfig:
 class EvalConfig:
     seed: int = 987_654_321
     """Seed for the held-out set; the trainer's task streams never use it."""
+    split: Literal["test", "validation"] = "test"
+    """The held-out split evaluated: test (the one results report) or validation (drawn the same way from another
+    seed, disjoint from test: choose settings on it, never on test). Training draws from neither."""
     per_level: int = 16
     """Held-out tasks per family and level."""
     levels: list[int] = field(default_factory=lambda: [1, 2, 3])
