@@ -265,8 +265,12 @@ def test_pool_observe_metrics_and_reward_errors():
         _group_of(_task("stranger"), [0, 1]),  # not in the pool: ignored
     ])
     assert metrics == {"curriculum/pool_size": 2.0, "curriculum/eligible": 2.0,
-                       "curriculum/mean_informativeness": pytest.approx(0.25)}
+                       "curriculum/mean_informativeness": pytest.approx(0.25),
+                       "curriculum/informativeness_zero_share": 0.0, "curriculum/informativeness_distinct": 1.0,
+                       "curriculum/informativeness_max": pytest.approx(0.25)}
     assert pool.pool["b"].score is None
+    spread = pool.observe([_group_of(tasks[0], [1, 1, 1, 1]), _group_of(tasks[1], [0.2, 0.9, 0.5, 0.5])])
+    assert spread["curriculum/informativeness_zero_share"] == 0.5 and spread["curriculum/informativeness_distinct"] == 2
 
 
 def test_nothing_eligible_fails_clearly():

@@ -69,3 +69,24 @@ def test_a_run_trains_on_reward_model_scores(tmp_path, reward_model_dir):
     for row in rows:  # the rewards trained on are the model's scores of the logged answers
         task = Task(row["prompt"], "", "add", 1, "x")
         assert row["reward"] == pytest.approx(rescored(task, [row["completion"]])[0], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_eva_on_reward_model_scores_ranks_its_pool_by_graded_informativeness(tmp_path, reward_model_dir):
+    """The eva recipe with a reward model instead of its vote: every observed prompt gets an informativeness of its
+    own (the best minus the worst score of its group), where a 0/1 vote allows only 0 and 1."""
+    from pathlib import Path
+
+    import autotelic
+
+    autotelic.train(config=Path(__file__).resolve().parent.parent / "recipes" / "eva.yaml", overrides=[
+        "model.path=random:qwen2-tiny", "model.lora=false", "train.export_model=false", "logging.report=false",
+        "train.steps=2", "generate.group_size=3", "control.tasks_per_step=4", "control.max_new_tokens=6",
+        "eval.per_level=1", "eval.max_new_tokens=6", "eval.win_rate.enabled=false", "curriculum.evolve.every=1",
+        "curriculum.evolve.max_new_tokens=8", "logging.progress=false", "train.max_minutes=null",
+        f"logging.runs_dir={tmp_path}", "logging.run_name=eva-rm",
+        f"filter.rewards=[{{name: reward_model, options: {{model: {reward_model_dir}}}}}]"])
+    rows = [json.loads(line) for line in (tmp_path / "eva-rm" / "metrics.jsonl").read_text().splitlines()]
+    observed = [row for row in rows if "curriculum/informativeness_distinct" in row]
+    assert observed and all(row["curriculum/informativeness_zero_share"] == 0.0 for row in observed)
+    assert max(row["curriculum/informativeness_distinct"] for row in observed) >= 3

@@ -66,6 +66,16 @@ def informativeness(rewards: Sequence[float], metric: str) -> float:
     return score(rewards) if len(rewards) >= 2 else 0.0
 
 
+def informativeness_spread(scores: Sequence[float]) -> dict[str, float]:
+    """How this step's informativeness is spread over the tasks observed, beside its mean: eva's regret needs
+    graded rewards, and a 0/1 reward (a vote) makes it a disagreement flag, all 0 or 1: many zeros, two values."""
+    if not scores:
+        return {}
+    return {"curriculum/informativeness_zero_share": sum(score == 0.0 for score in scores) / len(scores),
+            "curriculum/informativeness_distinct": float(len({round(score, 6) for score in scores})),
+            "curriculum/informativeness_max": max(scores)}
+
+
 def minmax_weights(scores: Sequence[float]) -> list[float]:
     """Scores rescaled to [0, 1]; all equal (nothing to prefer) gives every one weight 1."""
     if not scores:
@@ -167,6 +177,7 @@ class PromptPoolCurriculum:
             "curriculum/pool_size": float(len(self.pool)),
             "curriculum/eligible": float(len(self._eligible())),
             "curriculum/mean_informativeness": sum(scores) / len(scores) if scores else 0.0,
+            **informativeness_spread(scores),
         }
 
     def top(self, k: int) -> list[Task]:
