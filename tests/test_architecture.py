@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("rollout", "update", "search", "evaluation", "dist", "vm_mcts", "win_rate"),
     ("modes",),  # generation modes as plug-ins: each builds its generator from the layers below
     ("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"),  # training: knows every part
-    ("targets", "recipes", "cli", "__init__"),  # entry points
+    ("targets", "recipes", "python_api", "cli", "__init__"),  # entry points
 )
 TRAINING = LAYERS.index(("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"))
 THIRD_PARTY_HOMES = {"vllm": "backends", "ray": "dist"}  # imported only there

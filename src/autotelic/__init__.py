@@ -1,6 +1,8 @@
 """autotelic: language-model agents that improve themselves by reinforcement learning.
 
-``autotelic.train(...)`` runs a training run and returns its summary; ``autotelic.evaluate(target, ...)`` gives
+``autotelic.train(...)`` runs a training run and returns its summary, from a recipe and overrides or from Python
+objects as TRL's trainer takes them (``model=``, ``reward_funcs=``, ``train_dataset=``); ``autotelic.Run`` is the
+same with callbacks and a handle on the result, ``autotelic.resume`` continues a run; ``autotelic.evaluate(target, ...)`` gives
 the held-out accuracy of a run directory or model directory; ``autotelic.load_config`` reads a recipe. The
 registries: ``get_family``/``family_names`` (task families), ``build_reward``/``reward_names`` (rewards),
 ``load_environment``/``environment_names``/``EnvironmentSpec`` (environments), and the types a user's own
@@ -32,26 +34,21 @@ _LAZY: dict[str, tuple[str, str]] = {
     "EnvironmentSpec": ("autotelic.envs.registry", "EnvironmentSpec"),
     "Step": ("autotelic.envs", "Step"),
     "Task": ("autotelic.types", "Task"),
+    "Run": ("autotelic.python_api", "Run"),
+    "resume": ("autotelic.python_api", "resume"),
 }
 __all__ = ["train", "evaluate", *_LAZY]
 
 
-def train(config: str | Path | RunConfig | None = None, overrides: list[str] | tuple[str, ...] = (),
-          **sections: dict[str, Any]) -> dict[str, Any]:
-    """Train as ``autotelic run`` does and return the run summary (also written to the run's summary.json).
+def train(config: str | Path | RunConfig | None = None, overrides: list[str] | tuple[str, ...] = (), *,
+          model: Any = None, reward_funcs: Any = None, train_dataset: Any = None, eval_dataset: Any = None,
+          callbacks: Any = (), **sections: dict[str, Any]) -> dict[str, Any]:
+    """Train as ``autotelic run`` does and return the run summary: ``python_api.train`` says what each argument
+    takes (a recipe, overrides, a model, TRL-style reward functions, data sets, callbacks, settings by section)."""
+    from autotelic.python_api import train as run
 
-    ``config``: a recipe YAML path, a ``RunConfig``, or None for the defaults. ``overrides``: dotted ``key=value``
-    strings, as on the command line. ``sections``: settings by section, applied last, e.g.
-    ``train={"steps": 2}, filter={"rewards": [{"name": "my_rewards:fn"}]}``. A bad setting raises ConfigError
-    (or TrainingError) before any model loads.
-    """
-    from autotelic.config import RunConfig, section_overrides
-    from autotelic.loading import apply_overrides, load_config
-    from autotelic.trainer import train as run
-
-    texts = [*overrides, *section_overrides(sections)]
-    run_config = apply_overrides(config, texts) if isinstance(config, RunConfig) else load_config(config, texts)
-    return run(run_config)
+    return run(config, overrides, model=model, reward_funcs=reward_funcs, train_dataset=train_dataset,
+               eval_dataset=eval_dataset, callbacks=callbacks, **sections)
 
 
 def evaluate(target: str | Path, overrides: list[str] | tuple[str, ...] = (), recipe: str | Path | None = None,

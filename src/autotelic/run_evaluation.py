@@ -131,6 +131,7 @@ class RunEvaluation:
             "eval_before": state.eval_before, "eval_after": after.summary(), "steps": state.step,
             "wall_seconds": round(state.wall_seconds, 1), "train_seconds": round(state.train_seconds, 1),
             "completion_tokens": state.completion_tokens, **self.heldout.summary(),
+            "run_dir": str(self.run_dir),
             "model_dir": str(self.run_dir / "model") if self.config.train.export_model else None,
             "evals": [*state.evals, {"step": state.step, "accuracy": after.accuracy}], **extra,
         }

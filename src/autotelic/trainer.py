@@ -45,8 +45,10 @@ MAX_CONSECUTIVE_FAILED_STEPS = 3
 class Trainer:
     """Owns the run directory, the policy and the four stages; ``run()`` trains to the end."""
 
-    def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False):
+    def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False,
+                 after_step: Callable[[int, dict[str, float]], bool] | None = None):
         self.spec = check_run(config)
+        self.after_step = after_step  # sees each step's metrics; True ends the run there (the Python API's callbacks)
         self.isolation = sandbox_isolation(config)  # before the model loads: no isolation, no run
         self.config, self.run_dir = config, run_dir
         random.seed(config.train.seed)
@@ -195,10 +197,14 @@ class Trainer:
                         state.evals.append({"step": state.step, "accuracy": accuracy})
                     sink.log(state.step, {**metrics, **memory_metrics(config.model.device)})
                     progress.update(state.step, metrics, self.guardrails.raised)
+                    asked_to_stop = self.after_step is not None and self.after_step(state.step, metrics)
                     if state.step % config.train.checkpoint_every == 0 or state.step == config.train.steps:
                         state.wall_seconds += time.perf_counter() - run_started
                         run_started = time.perf_counter()
                         self._checkpoint()
+                    if asked_to_stop:
+                        say(f"stopped by a callback after {state.step} steps")
+                        break
             self.rollouts.stop()  # rollouts collected for steps past a time limit wait in the last checkpoint
             after, mode_summary = self.evaluation.after(state, self.agents)
             if config.train.export_model:
@@ -227,12 +233,12 @@ class Trainer:
         return summary
 
 
-def train(config: RunConfig) -> dict[str, Any]:
+def train(config: RunConfig, after_step: Callable[[int, dict[str, float]], bool] | None = None) -> dict[str, Any]:
     check_run(config)  # a bad setting stops before the run directory exists
     run_dir = new_run_dir(config)
     was_empty = not any(run_dir.iterdir())
     try:
-        trainer = Trainer(config, run_dir)
+        trainer = Trainer(config, run_dir, after_step=after_step)
     except BaseException:  # e.g. damaged weights: no half-made run is left to resume
         if was_empty:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -240,10 +246,11 @@ def train(config: RunConfig) -> dict[str, Any]:
     return trainer.run()
 
 
-def resume(run_dir: Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+def resume(run_dir: Path, overrides: list[str] | tuple[str, ...] = (),
+           after_step: Callable[[int, dict[str, float]], bool] | None = None) -> dict[str, Any]:
     config_path = run_config_path(run_dir)
     config = load_config(config_path, overrides)
-    trainer = Trainer(config, run_dir, resume=True)
+    trainer = Trainer(config, run_dir, resume=True, after_step=after_step)
     if overrides:  # the run's config changes only once the overrides proved to work with its checkpoint
         save_config(config, config_path)
     return trainer.run()

@@ -35,9 +35,31 @@ class RewardLoadError(ValueError):
     """A reward function that cannot be found or is not callable; the message is one line with the fix."""
 
 
+# Functions handed over from Python (``autotelic.train(reward_funcs=[fn])``), by the name the run records for each.
+PASSED: dict[str, Callable[..., Any]] = {}
+
+
+def pass_function(function: Callable[..., Any]) -> str:
+    """The name a function passed from Python goes by in ``filter.rewards``: ``module:qualified_name``, made
+    unique in this process (``#2``...) when another function already holds it (two lambdas)."""
+    base = f"{function.__module__}:{function.__qualname__}"
+    name, count = base, 1
+    while PASSED.get(name, function) is not function:
+        count += 1
+        name = f"{base}#{count}"
+    PASSED[name] = function
+    return name
+
+
 def load_function(name: str) -> Callable[..., Any]:
     """The function ``name`` points at; RewardLoadError naming what is wrong and the fix."""
+    if name in PASSED:
+        return PASSED[name]
     where, _, attribute = name.rpartition(":")
+    if where == "__main__" or "<" in attribute or "#" in attribute:
+        raise RewardLoadError(f"reward '{name}' was a function passed from Python, which this process cannot "
+                              "import: pass it again (autotelic.resume(run_dir, reward_funcs=[...])), or define it "
+                              "in a module and name it my_pkg.rewards:fn")
     if not where or not attribute:
         raise RewardLoadError(f"reward '{name}' must look like my_pkg.rewards:fn or path/to/file.py:fn")
     try:
