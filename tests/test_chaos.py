@@ -179,7 +179,7 @@ def during_checkpoint_write(process: subprocess.Popen, run_dir: Path, rng: rando
 def during_generation(process: subprocess.Popen, run_dir: Path, rng: random.Random) -> Phase:
     _after_step(process, 2)  # step 3 generates once step 2's checkpoint has started, about as long as step 2
     _until(lambda: _checkpoint_begun(run_dir, 2), "step 2's checkpoint to start")
-    time.sleep(rng.uniform(0.2, 0.5) * _generate_seconds(run_dir, 2))
+    time.sleep(rng.uniform(0.1, 0.35) * _generate_seconds(run_dir, 2))
     return GENERATION
 
 
@@ -196,9 +196,10 @@ def during_update(process: subprocess.Popen, run_dir: Path, rng: random.Random) 
 
 
 def at_random(run_seconds: float) -> KillPoint:
-    """A random moment in the first half of a run's time: model load, evaluation, a step or a checkpoint."""
+    """A random moment early in a run that takes ``run_seconds`` uninterrupted (model load, evaluation, a step
+    or a checkpoint), well before its export: a model.partial it left would look like the next run's export."""
     def kill_point(process: subprocess.Popen, run_dir: Path, rng: random.Random) -> Phase:
-        time.sleep(rng.uniform(0.1, 0.5) * run_seconds)
+        time.sleep(rng.uniform(0.05, 0.3) * run_seconds)
         return ANY_MOMENT
     return kill_point
 
