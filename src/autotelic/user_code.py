@@ -1,0 +1,74 @@
+"""A user's own code (a reward function, an environment) that raises or returns something malformed stops the run
+in one line: which function, on which task, what went wrong, and where in the user's own files (their frames, not
+ours or a library's), so that it is fixed in their code rather than read out of our traceback."""
+
+from __future__ import annotations
+
+import inspect
+import site
+import sysconfig
+import traceback
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Callable
+
+import autotelic
+from autotelic.errors import TrainingError
+from autotelic.types import Task
+
+# Where code that is not the user's lives: this package, the standard library and installed packages.
+NOT_USERS = [Path(path).resolve() for path in {
+    str(Path(autotelic.__file__).parent), *site.getsitepackages(), site.getusersitepackages(),
+    *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))}]
+FRAMES_SHOWN = 3  # innermost ones: where it broke and what called it
+
+
+class UserCodeError(TrainingError):
+    """A user's function raised or returned something malformed: the run stops before the next update."""
+
+
+def one_line(error: BaseException) -> str:
+    """``ValueError: message`` on one line, whatever the message spans."""
+    return " ".join(f"{type(error).__name__}: {error}".split())
+
+
+def shown_path(path: str) -> str:
+    """A file as the user knows it: relative to the working directory when inside it."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+def is_users(path: str) -> bool:
+    """Whether a frame's file is the user's own (not ours, not a library's, not ``<string>``)."""
+    return Path(path).is_file() and not any(Path(path).resolve().is_relative_to(root) for root in NOT_USERS)
+
+
+def user_frames(trace: TracebackType | None) -> str:
+    """``at file.py:30 in caller > file.py:12 in fn`` for the user's own frames of a traceback, innermost last;
+    empty where none is the user's."""
+    frames = [frame for frame in traceback.extract_tb(trace) if is_users(frame.filename)][-FRAMES_SHOWN:]
+    return "at " + " > ".join(f"{shown_path(f.filename)}:{f.lineno} in {f.name}" for f in frames) if frames else ""
+
+
+def defined_at(function: Callable[..., Any]) -> str:
+    """``defined at file.py:3`` for a user's function (what returned a malformed value has no frame left to show);
+    empty where its source is not a user's file."""
+    try:
+        path, line = inspect.getsourcefile(function), inspect.getsourcelines(function)[1]
+    except (TypeError, OSError):  # a builtin, a callable object without source
+        return ""
+    return f"defined at {shown_path(path)}:{line}" if path and is_users(path) else ""
+
+
+def shortened(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def task_label(task: Task) -> str:
+    """The task by its uid and, where the uid does not already start with it (built-in families' do), the start
+    of its prompt."""
+    uid, prompt = shortened(task.uid, 60), shortened(task.prompt, 40)
+    return f"task {uid}" if prompt[:20] in task.uid else f"task {uid} ({prompt!r})"
