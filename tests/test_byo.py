@@ -463,7 +463,7 @@ def test_an_installed_package_announces_its_environment_by_entry_point(tmp_path,
     _install_counting_game(tmp_path, monkeypatch)
     for name in ("counting", "counting_fn"):
         spec = load_environment(name, {"turns": 4})
-        assert spec.make_env().turns == 4 and spec.family.name == "counting"
+        assert spec.make_env().env.turns == 4 and spec.family.name == "counting"  # within its GuardedEnvironment
     assert load_config(None, ["generate.mode=episode", "generate.env=counting"]).curriculum.families == ["counting"]
 
 

@@ -32,6 +32,17 @@ def one_line(error: BaseException) -> str:
     return " ".join(f"{type(error).__name__}: {error}".split())
 
 
+def as_number(value: Any) -> float | None:
+    """What a user's code returned as a reward, as a float; None where it is not a number (a str is not, even
+    '0.5': TRL would refuse it too)."""
+    if isinstance(value, (str, bytes)):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def shown_path(path: str) -> str:
     """A file as the user knows it: relative to the working directory when inside it."""
     try:

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from autotelic.registry import ModuleFileNotFoundError, import_user_module
 from autotelic.rewards import is_custom
 from autotelic.types import Group
-from autotelic.user_code import UserCodeError, defined_at, one_line, user_frames
+from autotelic.user_code import UserCodeError, as_number, defined_at, one_line, user_frames
 
 FIX = "put its module on PYTHONPATH (or pip install it), or name a file as path/to/file.py:fn"
 
@@ -81,16 +81,6 @@ class RewardFunctionError(UserCodeError):
 
 class MalformedRewards(ValueError):
     """What a reward function returned is not one number or None per completion."""
-
-
-def as_number(value: Any) -> float | None:
-    """A returned reward as a float; None where it is not a number (a str is not, even '0.5')."""
-    if isinstance(value, (str, bytes)):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def checked_rewards(values: Any, count: int) -> list[float]:
