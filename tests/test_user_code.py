@@ -1,9 +1,10 @@
 """A user's own code that fails stops the run loudly, through the real command line: a reward function that raises
-or returns the wrong count, strings, nan or inf, and an environment whose step raises, each end the run before its
-update in one ``error:`` line naming the function, the problem and the user's file and line, with exit code 2, no
-traceback and no exported model. ``filter.on_reward_error=drop`` drops such groups knowingly, until more than
+or returns the wrong count, strings, nan or inf, an environment whose step raises and an installed task family whose
+generate raises, each end the run before its update in one ``error:`` line naming the function, the problem and the
+user's file and line, with exit code 2, no traceback and no exported model. ``filter.on_reward_error=drop`` drops such groups knowingly, until more than
 ``filter.max_dropped_share`` of a step's groups are lost."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,24 @@ def load_environment():
     return EnvironmentSpec(Countdown, tasks, [{"name": "env"}])
 '''
 
+FAMILY = '''from autotelic.types import Task
+
+
+class Lookup:
+    name = "lookup"
+    levels = (1,)
+
+    def generate(self, rng, level):
+        table = {}
+        return Task(f"Say {table['x']}.", "1", self.name, level, "lookup:1")
+
+    def score(self, task, completion):
+        return float(completion.strip() == task.answer)
+
+
+FAMILY = Lookup()
+'''
+
 
 def _line(source: str, text: str) -> int:
     """The line number of the first line of ``source`` that starts with ``text``."""
@@ -82,11 +101,19 @@ def _line(source: str, text: str) -> int:
 
 
 def _run(tmp_path: Path, *overrides: str, name: str = "run") -> tuple[subprocess.CompletedProcess, Path]:
+    """The CLI run in ``tmp_path``, which holds the user's files and, as pip would leave it, a package announcing
+    the ``lookup`` family (its folder on PYTHONPATH)."""
     (tmp_path / "my_rewards.py").write_text(REWARDS)
     (tmp_path / "countdown.py").write_text(ENV)
+    (tmp_path / "lookup_family.py").write_text(FAMILY)
+    dist = tmp_path / "lookup_family-0.1.dist-info"
+    dist.mkdir(exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lookup-family\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[autotelic.task_families]\nlookup = lookup_family:FAMILY\n")
     command = [sys.executable, "-m", "autotelic.cli", "run", *TINY, *overrides, f"logging.runs_dir={tmp_path}",
                f"logging.run_name={name}"]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))}
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     return result, tmp_path / name
 
 
@@ -134,3 +161,9 @@ def test_an_environment_whose_step_raises_stops_the_run_in_one_line(tmp_path):
                            "episode.turn_tokens=6", "curriculum.families=[countdown]")
     _assert_stopped(result, run_dir, "environment countdown.py: Countdown.step raised RuntimeError: the board is gone",
                     "on task countdown:", f"countdown.py:{_line(ENV, 'raise RuntimeError')} in step")
+
+
+def test_an_installed_task_family_whose_generate_raises_stops_the_run_in_one_line(tmp_path):
+    result, run_dir = _run(tmp_path, "curriculum.families=[lookup]")
+    _assert_stopped(result, run_dir, "your code lookup_family.py:generate raised KeyError: 'x'",
+                    f"lookup_family.py:{_line(FAMILY, 'return Task')} in generate")

@@ -1,6 +1,11 @@
 """A user's own code (a reward function, an environment) that raises or returns something malformed stops the run
 in one line: which function, on which task, what went wrong, and where in the user's own files (their frames, not
-ours or a library's), so that it is fixed in their code rather than read out of our traceback."""
+ours or a library's), so that it is fixed in their code rather than read out of our traceback.
+
+Rewards (``rewards/custom.py``, ``rollout/filter.py``) and environments (``envs/registry.py``) are guarded where they
+are called, so their line names the task too. Any other plug-in (a task family, an algorithm, a mode) is caught at
+the command line: an error that passed through the user's frames is told by ``user_failure``; one that did not is
+our bug, and keeps its traceback."""
 
 from __future__ import annotations
 
@@ -61,6 +66,16 @@ def user_frames(trace: TracebackType | None) -> str:
     empty where none is the user's."""
     frames = [frame for frame in traceback.extract_tb(trace) if is_users(frame.filename)][-FRAMES_SHOWN:]
     return "at " + " > ".join(f"{shown_path(f.filename)}:{f.lineno} in {f.name}" for f in frames) if frames else ""
+
+
+def user_failure(error: Exception) -> UserCodeError | None:
+    """``error`` as a one-line UserCodeError naming the user's innermost function it passed through (any plug-in
+    without a guard of its own); None where it passed through none of the user's code."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if is_users(frame.filename)]
+    if not frames:
+        return None
+    function = f"{Path(frames[-1].filename).name}:{frames[-1].name}"
+    return UserCodeError(f"your code {function} raised {one_line(error)} {user_frames(error.__traceback__)}; fix it")
 
 
 def defined_at(function: Callable[..., Any]) -> str:
