@@ -178,7 +178,8 @@ def test_async_rollouts_stay_within_the_staleness_bound_and_resume_with_their_qu
 
 def test_reward_workers_score_in_their_sandboxes_like_the_driver_and_replace_a_dead_one(cluster):
     """Unit tests run in the reward actors' own sandboxes and give the driver's scores; a reward that raises
-    stops the run, or drops only its group, with the same message as in-process; a killed reward actor is replaced and its groups scored again."""
+    stops the run, or drops only its group, with the same message as in-process; a killed reward actor is replaced
+    and its groups scored again."""
     humaneval = get_family("humaneval")
     problems = {p["task_id"]: p for level in humaneval.levels for p in humaneval.problems(level)}
     rng, tasks = random.Random(0), []

@@ -1,8 +1,8 @@
 """A user's own code that fails stops the run loudly, through the real command line: a reward function that raises
 or returns the wrong count, strings, nan or inf, an environment whose step raises and an installed task family whose
 generate raises, each end the run before its update in one ``error:`` line naming the function, the problem and the
-user's file and line, with exit code 2, no traceback and no exported model. ``filter.on_reward_error=drop`` drops such groups knowingly, until more than
-``filter.max_dropped_share`` of a step's groups are lost."""
+user's file and line, with exit code 2, no traceback and no exported model. ``filter.on_reward_error=drop`` drops
+such groups knowingly, until more than ``filter.max_dropped_share`` of a step's groups are lost."""
 
 import os
 import subprocess
@@ -45,6 +45,10 @@ def not_a_number(completions, **kwargs):
 
 def unbounded(completions, **kwargs):
     return [math.inf] * len(completions)
+
+
+def needs_solution(completions, solution):
+    return [float(text == solution) for text in completions]
 
 
 def first_fails(completions, **kwargs):
@@ -133,6 +137,8 @@ def _assert_stopped(result: subprocess.CompletedProcess, run_dir: Path, *expecte
     ("words", "returned a str ('high') for completion 0", "def words"),
     ("not_a_number", "returned nan for completion 2", "def not_a_number"),
     ("unbounded", "returned inf for completion 0", "def unbounded"),
+    ("needs_solution", "raised TypeError: needs_solution() missing 1 required positional argument: 'solution'",
+     "def needs_solution"),  # called without a column it names: no frame of its own, so where it is defined
 ], ids=lambda value: value if value.isidentifier() else "")
 def test_a_failing_reward_stops_the_run_in_one_line_with_the_users_file_and_line(tmp_path, function, problem, at):
     result, run_dir = _run(tmp_path, f"filter.rewards=[{{name: my_rewards.py:{function}}}]")

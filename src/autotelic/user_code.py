@@ -61,17 +61,21 @@ def is_users(path: str) -> bool:
     return Path(path).is_file() and not any(Path(path).resolve().is_relative_to(root) for root in NOT_USERS)
 
 
+def _users(trace: TracebackType | None) -> list[traceback.FrameSummary]:
+    return [frame for frame in traceback.extract_tb(trace) if is_users(frame.filename)]
+
+
 def user_frames(trace: TracebackType | None) -> str:
     """``at file.py:30 in caller > file.py:12 in fn`` for the user's own frames of a traceback, innermost last;
     empty where none is the user's."""
-    frames = [frame for frame in traceback.extract_tb(trace) if is_users(frame.filename)][-FRAMES_SHOWN:]
+    frames = _users(trace)[-FRAMES_SHOWN:]
     return "at " + " > ".join(f"{shown_path(f.filename)}:{f.lineno} in {f.name}" for f in frames) if frames else ""
 
 
 def user_failure(error: Exception) -> UserCodeError | None:
     """``error`` as a one-line UserCodeError naming the user's innermost function it passed through (any plug-in
     without a guard of its own); None where it passed through none of the user's code."""
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if is_users(frame.filename)]
+    frames = _users(error.__traceback__)
     if not frames:
         return None
     function = f"{Path(frames[-1].filename).name}:{frames[-1].name}"

@@ -121,8 +121,8 @@ def load_environment(name: str, args: Mapping[str, Any] | None = None) -> Enviro
     try:
         spec = load(**{**kwargs, **(args or {})})
     except Exception as error:
-        raise UnknownEnvironmentError(f"load_environment of environment '{name}' raised {type(error).__name__}: "
-                                      f"{error}".splitlines()[0]) from None
+        raise UnknownEnvironmentError(f"load_environment of environment '{name}' raised {one_line(error)} "
+                                      f"{user_frames(error.__traceback__)}".strip()) from None
     if not isinstance(spec, EnvironmentSpec):
         raise UnknownEnvironmentError(f"load_environment of environment '{name}' returned {type(spec).__name__}, "
                                       "not an autotelic.envs.registry.EnvironmentSpec")

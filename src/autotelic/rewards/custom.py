@@ -138,8 +138,9 @@ class CustomReward:
             if inspect.isawaitable(values):
                 values = asyncio.run(values)
         except Exception as error:  # the user's code: told in one line with their frames (filter.score_groups)
-            raise RewardFunctionError(self.name, f"raised {one_line(error)}", user_frames(error.__traceback__)) \
-                from None
+            # no frame of theirs where the call itself failed (an argument it needs and is not given)
+            where = user_frames(error.__traceback__) or defined_at(self.function)
+            raise RewardFunctionError(self.name, f"raised {one_line(error)}", where) from None
         try:
             return checked_rewards(values, len(group.samples))
         except MalformedRewards as error:
