@@ -25,6 +25,7 @@ from autotelic.dist.rewards import RayRewardPool
 from autotelic.dist.rollout import RayRolloutPool
 from autotelic.envs import call_all, make_env_factory
 from autotelic.envs.guess_number import GuessNumberEnv
+from autotelic.envs.registry import GuardedFactory
 from autotelic.loading import load_config
 from autotelic.rollout.filter import RewardErrors, score_groups
 from autotelic.rollout.generate import EpisodeSampler
@@ -209,6 +210,18 @@ def test_reward_workers_score_in_their_sandboxes_like_the_driver_and_replace_a_d
     with pytest.raises(UserCodeError, match="reward function unit_tests raised"):
         score_groups(copy.deepcopy(groups), pool)  # stop, by default
     pool.shutdown()
+
+
+def test_a_user_environment_failing_in_an_env_worker_stops_in_its_one_line(cluster):
+    """A user's environment (guarded as any not built in) whose step raises in an env actor: the driver gets the
+    guard's UserCodeError itself, its one line naming the environment, the call and the task, as in-process."""
+    pool = RayEnvPool(GuardedFactory(GuessNumberEnv, "my_env"), workers=1)
+    task = Task("Guess my number between 1 and 100.", "37", "guess_number", 1, "g37")
+    (env,) = [pool()]
+    call_all([(env, "reset", task)])
+    with pytest.raises(UserCodeError, match=r"^environment my_env: GuessNumberEnv.step raised TypeError: .* on task "
+                                            r"g37 \('Guess my number"):
+        call_all([(env, "step", None)])  # not a str: the environment's own parsing raises
 
 
 def test_env_workers_rebuild_the_episodes_of_a_killed_actor_and_go_on(cluster):
