@@ -4,14 +4,20 @@ generate raises, each end the run before its update in one ``error:`` line namin
 user's file and line, with exit code 2, no traceback and no exported model. ``filter.on_reward_error=drop`` drops
 such groups knowingly, until more than ``filter.max_dropped_share`` of a step's groups are lost."""
 
+import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from autotelic.envs import Step
+from autotelic.envs.registry import GuardedEnvironment
+from autotelic.rewards.custom import MalformedRewards, checked_rewards
+from autotelic.types import Task
+from autotelic.user_code import UserCodeError
 
 TINY = ["model.path=random:qwen2-tiny", "model.lora=false", "model.threads=1", "train.steps=2",
         "train.max_minutes=null", "control.tasks_per_step=2", "generate.group_size=4", "control.max_new_tokens=6",
@@ -131,6 +137,7 @@ def _assert_stopped(result: subprocess.CompletedProcess, run_dir: Path, *expecte
     return errors[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("function, problem, at", [
     ("shout", "raised ValueError: too loud", 'raise ValueError("too loud")'),
     ("short", "returned 3 rewards for 4 completions", "def short"),
@@ -148,6 +155,7 @@ def test_a_failing_reward_stops_the_run_in_one_line_with_the_users_file_and_line
     assert not (run_dir / "rollouts.jsonl").exists()  # stopped before the first update
 
 
+@pytest.mark.slow
 def test_drop_mode_drops_within_the_share_and_stops_beyond_it(tmp_path):
     """The first group's reward raises: one of the first step's two groups is lost. Half is within a share of 0.5,
     beyond the default's quarter."""
@@ -162,6 +170,7 @@ def test_drop_mode_drops_within_the_share_and_stops_beyond_it(tmp_path):
                     "filter.max_dropped_share=0.25", "first_fails raised KeyError")
 
 
+@pytest.mark.slow
 def test_an_environment_whose_step_raises_stops_the_run_in_one_line(tmp_path):
     result, run_dir = _run(tmp_path, "generate.mode=episode", "generate.env=countdown.py", "episode.max_turns=2",
                            "episode.turn_tokens=6", "curriculum.families=[countdown]")
@@ -169,7 +178,67 @@ def test_an_environment_whose_step_raises_stops_the_run_in_one_line(tmp_path):
                     "on task countdown:", f"countdown.py:{_line(ENV, 'raise RuntimeError')} in step")
 
 
+@pytest.mark.slow
 def test_an_installed_task_family_whose_generate_raises_stops_the_run_in_one_line(tmp_path):
     result, run_dir = _run(tmp_path, "curriculum.families=[lookup]")
     _assert_stopped(result, run_dir, "your code lookup_family.py:generate raised KeyError: 'x'",
                     f"lookup_family.py:{_line(FAMILY, 'return Task')} in generate")
+
+
+class Scripted:
+    """A user's environment that answers each call with what it is given: its reset returns ``first``, its steps
+    ``returns``."""
+
+    def __init__(self, first: object, returns: object) -> None:
+        self.first, self.returns = first, returns
+
+    def reset(self, task: Task) -> object:
+        return self.first
+
+    def step(self, action: str) -> object:
+        return self.returns
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("first, returns, problem", [
+    (None, Step("ok", 0.0, True, {}), r"Scripted.reset returned the observation None \(NoneType\), not a str"),
+    ("go", ("ok", 0.0, True), r"Scripted.step returned tuple \(\('ok', 0.0, True\)\), not a Step\(observation, reward, done, info\)"),
+    ("go", Step("ok", float("nan"), True, {}), r"Scripted.step returned the reward nan, not a finite number"),
+    ("go", Step("ok", "1", True, {}), r"Scripted.step returned the reward '1', not a finite number"),
+    ("go", Step(3, 1.0, True, {}), r"Scripted.step returned the observation 3 \(int\), not a str"),
+    ("go", ("ok", 1.0, True, ["right"]), r"Scripted.step returned info \['right'\], not a dict"),
+])
+def test_a_malformed_return_from_a_user_environment_is_one_line(first, returns, problem):
+    task = Task("Count down from 3.", "3", "countdown", 1, "countdown:3")
+    env = GuardedEnvironment(Scripted(first, returns), "scripted.py")
+    with pytest.raises(UserCodeError, match=rf"^environment scripted.py: {problem} on task countdown:3 "
+                                            r"\('Count down from 3.'\); fix it$"):
+        env.reset(task)
+        env.step("3")
+    assert GuardedEnvironment(Scripted("go", ("ok", 1, False, {})), "scripted.py").step("3") == ("ok", 1, False, {})
+
+
+@pytest.mark.parametrize("values, problem", [
+    (0.5, "returned a float (0.5), not a list of one reward per completion"),
+    ({"reward": 1.0}, "returned a dict ({'reward': 1.0}), not a list"),
+    ("1.0", "returned a str ('1.0'), not a list"),
+    ((value for value in [1.0]), "returned 1 rewards for 2 completions"),
+    ([1.0, "0.5"], "returned a str ('0.5') for completion 1"),
+    ([1.0, [1.0]], "returned a list ([1.0]) for completion 1"),
+    ([1.0, -math.inf], "returned -inf for completion 1"),
+])
+def test_what_a_reward_function_may_not_return(values, problem):
+    with pytest.raises(MalformedRewards, match=f"^{re.escape(problem)}"):
+        checked_rewards(values, 2)
+
+
+def test_what_a_reward_function_may_return():
+    """Numbers of any kind (bools, numpy scalars and arrays), and None, TRL's "does not apply", which is nan."""
+    import numpy as np
+
+    assert checked_rewards((value for value in (True, np.float32(0.5))), 2) == [1.0, 0.5]
+    assert checked_rewards(np.array([1, 0]), 2) == [1.0, 0.0]
+    first, second = checked_rewards([None, 2], 2)
+    assert math.isnan(first) and second == 2.0

@@ -85,9 +85,10 @@ def user_failure(error: Exception) -> UserCodeError | None:
 def defined_at(function: Callable[..., Any]) -> str:
     """``defined at file.py:3`` for a user's function (what returned a malformed value has no frame left to show);
     empty where its source is not a user's file."""
+    source = function if inspect.isroutine(function) or inspect.isclass(function) else type(function)  # an object
     try:
-        path, line = inspect.getsourcefile(function), inspect.getsourcelines(function)[1]
-    except (TypeError, OSError):  # a builtin, a callable object without source
+        path, line = inspect.getsourcefile(source), inspect.getsourcelines(source)[1]
+    except (TypeError, OSError):  # a builtin, a partial
         return ""
     return f"defined at {shown_path(path)}:{line}" if path and is_users(path) else ""
 

@@ -150,7 +150,7 @@ class GuardedEnvironment:
 
     def reset(self, task: Task) -> str:
         self.task = task
-        return self._call("reset", task)
+        return self._text("reset", self._call("reset", task))
 
     def step(self, action: str) -> Step:
         result = self._call("step", action)
@@ -161,7 +161,17 @@ class GuardedEnvironment:
         reward = as_number(step.reward)
         if reward is None or not math.isfinite(reward):
             self._fail("step", f"returned the reward {step.reward!r:.40}, not a finite number")
+        if not isinstance(step.info, Mapping):
+            self._fail("step", f"returned info {step.info!r:.40}, not a dict")
+        self._text("step", step.observation)
         return step
+
+    def _text(self, method: str, observation: Any) -> str:
+        """An observation, which the policy reads as a user message: text (an image is a marker in it)."""
+        if not isinstance(observation, str):
+            self._fail(method, f"returned the observation {observation!r:.40} ({type(observation).__name__}), "
+                               "not a str")
+        return observation
 
     def close(self) -> None:
         self._call("close")
