@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autotelic.envs import Step
@@ -228,6 +229,7 @@ def test_a_malformed_return_from_a_user_environment_is_one_line(first, returns, 
     ([1.0, "0.5"], "returned a str ('0.5') for completion 1"),
     ([1.0, [1.0]], "returned a list ([1.0]) for completion 1"),
     ([1.0, -math.inf], "returned -inf for completion 1"),
+    (np.array(0.5), "returned a ndarray (array(0.5)), not a list"),
 ])
 def test_what_a_reward_function_may_not_return(values, problem):
     with pytest.raises(MalformedRewards, match=f"^{re.escape(problem)}"):
@@ -236,8 +238,6 @@ def test_what_a_reward_function_may_not_return(values, problem):
 
 def test_what_a_reward_function_may_return():
     """Numbers of any kind (bools, numpy scalars and arrays), and None, TRL's "does not apply", which is nan."""
-    import numpy as np
-
     assert checked_rewards((value for value in (True, np.float32(0.5))), 2) == [1.0, 0.5]
     assert checked_rewards(np.array([1, 0]), 2) == [1.0, 0.0]
     first, second = checked_rewards([None, 2], 2)

@@ -86,10 +86,13 @@ class MalformedRewards(ValueError):
 def checked_rewards(values: Any, count: int) -> list[float]:
     """A reward function's return for ``count`` completions as numbers (None: nan); MalformedRewards for anything
     else, and for nan or inf, which no reward means."""
-    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+    try:
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+            raise TypeError
+        values = list(values)
+    except TypeError:  # iterating a 0-d array raises it too
         raise MalformedRewards(f"returned a {type(values).__name__} ({values!r:.40}), not a list of one reward per "
-                               "completion")
-    values = list(values)
+                               "completion") from None
     if len(values) != count:
         raise MalformedRewards(f"returned {len(values)} rewards for {count} completions")
     rewards = []
