@@ -22,11 +22,12 @@ from autotelic.config import ConfigError
 from autotelic.heldout import build_heldout, heldout_tasks
 from autotelic.loading import load_config
 from autotelic.rewards import build_reward
-from autotelic.rollout.filter import score_groups
+from autotelic.rollout.filter import RewardErrors, score_groups
 from autotelic.tasks import get_family
 from autotelic.tasks.files import answer_score, data_family, read_hf
 from autotelic.build import build_curriculum
 from autotelic.types import Group, Sample, Task
+from autotelic.user_code import UserCodeError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ROWS = [
@@ -320,16 +321,22 @@ def test_none_drops_the_group_as_unscorable_and_async_runs(reward_module):
     assert [s.reward for s in _scored(f"{reward_module}:slow", task, ["1", "2"]).samples] == [0.25, 0.25]
 
 
-def test_a_raising_reward_drops_only_its_group_naming_itself_and_the_task(reward_module, caplog):
+def test_a_raising_reward_stops_or_drops_only_its_group_naming_itself_the_task_and_the_line(reward_module,
+                                                                                              caplog):
     first, second = (get_family("add").generate(random.Random(seed), 1) for seed in (1, 2))
     groups = [_group(first, ["1", "2"]), _group(second, ["3", "4"])]
     reward = build_reward(f"{reward_module}:broken")
-    with caplog.at_level(logging.WARNING):
+    with pytest.raises(UserCodeError) as stopped:
         score_groups(groups[:1], reward)
-        score_groups(groups[1:], build_reward(f"{reward_module}:slow"))
+    line = REWARDS.splitlines().index('    raise KeyError("solution")') + 1
+    assert f"{reward_module}:broken raised KeyError: 'solution' on task {first.uid[:20]}" in str(stopped.value)
+    assert str(stopped.value).count(f"user_rewards.py:{line} in broken") == 1
+    with caplog.at_level(logging.WARNING):
+        score_groups(groups[:1], reward, RewardErrors(drop=True))
+        score_groups(groups[1:], build_reward(f"{reward_module}:slow"), RewardErrors(drop=True))
     assert [g.dropped_by for g in groups] == ["reward_error", None]
-    (line,) = [r.getMessage() for r in caplog.records]
-    assert f"{reward_module}:broken raised KeyError: 'solution'" in line and repr(first.uid) in line
+    (warned,) = [r.getMessage() for r in caplog.records]
+    assert warned == str(stopped.value).split("; fix it")[0] + "; group dropped"
 
 
 # ---- the examples, trained for real ---------------------------------------------------------------------
@@ -456,7 +463,7 @@ def test_an_installed_package_announces_its_environment_by_entry_point(tmp_path,
     _install_counting_game(tmp_path, monkeypatch)
     for name in ("counting", "counting_fn"):
         spec = load_environment(name, {"turns": 4})
-        assert spec.make_env().turns == 4 and spec.family.name == "counting"
+        assert spec.make_env().env.turns == 4 and spec.family.name == "counting"  # within its GuardedEnvironment
     assert load_config(None, ["generate.mode=episode", "generate.env=counting"]).curriculum.families == ["counting"]
 
 

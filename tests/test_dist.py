@@ -25,8 +25,9 @@ from autotelic.dist.rewards import RayRewardPool
 from autotelic.dist.rollout import RayRolloutPool
 from autotelic.envs import call_all, make_env_factory
 from autotelic.envs.guess_number import GuessNumberEnv
+from autotelic.envs.registry import GuardedFactory
 from autotelic.loading import load_config
-from autotelic.rollout.filter import score_groups
+from autotelic.rollout.filter import RewardErrors, score_groups
 from autotelic.rollout.generate import EpisodeSampler
 from autotelic.tasks import get_family
 from autotelic.build import build_reward_worker, build_rollout_worker, build_scorer
@@ -34,6 +35,7 @@ from autotelic.checks import TrainingError
 from autotelic.run_state import new_run_dir
 from autotelic.trainer import Trainer
 from autotelic.types import Group, Sample, Task
+from autotelic.user_code import UserCodeError
 
 # Ray instances and several processes at once: one xdist worker runs them in turn, on every core.
 pytestmark = [pytest.mark.all_cores, pytest.mark.xdist_group("ray")]
@@ -177,7 +179,8 @@ def test_async_rollouts_stay_within_the_staleness_bound_and_resume_with_their_qu
 
 def test_reward_workers_score_in_their_sandboxes_like_the_driver_and_replace_a_dead_one(cluster):
     """Unit tests run in the reward actors' own sandboxes and give the driver's scores; a reward that raises
-    drops only its group, with its message; a killed reward actor is replaced and its groups scored again."""
+    stops the run, or drops only its group, with the same message as in-process; a killed reward actor is replaced
+    and its groups scored again."""
     humaneval = get_family("humaneval")
     problems = {p["task_id"]: p for level in humaneval.levels for p in humaneval.problems(level)}
     rng, tasks = random.Random(0), []
@@ -193,17 +196,32 @@ def test_reward_workers_score_in_their_sandboxes_like_the_driver_and_replace_a_d
     config = load_config(None, CONFIG + [unit_tests, "dist.reward_workers=2"])
     pool = RayRewardPool(partial(build_reward_worker, config), workers=2)
     ray.kill(pool.pool.actors[1])  # dies before its share arrives
-    remote = copy.deepcopy(groups)
-    score_groups(remote, pool)
+    remote, drop = copy.deepcopy(groups), RewardErrors(drop=True)
+    failures = score_groups(remote, pool, drop)
     assert pool.restarts == 1
     assert [g.rewards for g in remote[:3]] == [[1.0, 0.0]] * 3
     assert remote[3].dropped_by == "reward_error"
     local = copy.deepcopy(groups)
-    score_groups(local, build_scorer(replace(config, dist=replace(config.dist, reward_workers=0)), None))
+    local_scorer = build_scorer(replace(config, dist=replace(config.dist, reward_workers=0)), None)
+    assert score_groups(local, local_scorer, drop) == failures  # the same line, from a worker or in-process
     assert [(g.dropped_by, [s.reward for s in g.samples]) for g in local] == \
         [(g.dropped_by, [s.reward for s in g.samples]) for g in remote]
     assert pool(remote[0]) == [1.0, 0.0]  # one group at a time, as tree search asks
+    with pytest.raises(UserCodeError, match="reward function unit_tests raised"):
+        score_groups(copy.deepcopy(groups), pool)  # stop, by default
     pool.shutdown()
+
+
+def test_a_user_environment_failing_in_an_env_worker_stops_in_its_one_line(cluster):
+    """A user's environment (guarded as any not built in) whose step raises in an env actor: the driver gets the
+    guard's UserCodeError itself, its one line naming the environment, the call and the task, as in-process."""
+    pool = RayEnvPool(GuardedFactory(GuessNumberEnv, "my_env"), workers=1)
+    task = Task("Guess my number between 1 and 100.", "37", "guess_number", 1, "g37")
+    (env,) = [pool()]
+    call_all([(env, "reset", task)])
+    with pytest.raises(UserCodeError, match=r"^environment my_env: GuessNumberEnv.step raised TypeError: .* on task "
+                                            r"g37 \('Guess my number"):
+        call_all([(env, "step", None)])  # not a str: the environment's own parsing raises
 
 
 def test_env_workers_rebuild_the_episodes_of_a_killed_actor_and_go_on(cluster):

@@ -24,6 +24,7 @@ from autotelic.rollout.control import (
 )
 from autotelic.rollout.filter import (
     FilterStats,
+    RewardErrors,
     MinStdFilter,
     PassRateBand,
     ZeroVarianceFilter,
@@ -38,6 +39,7 @@ from autotelic.rollout.pipeline import RolloutPipeline
 from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
 from autotelic.tasks import get_family
 from autotelic.types import Group, Sample, Task
+from autotelic.user_code import UserCodeError
 
 NO_HELDOUT = HeldOut(())
 
@@ -78,17 +80,23 @@ def test_verifier_rewards_then_zero_variance_groups_are_dropped_and_counted():
     assert buffer.sample(0)[0] == [groups[0]] and buffer.sample(0)[0] == []
 
 
-def test_a_raising_reward_drops_only_its_group_and_nan_marks_it_unscorable(caplog):
+def test_a_raising_reward_stops_or_drops_only_its_group_and_nan_marks_it_unscorable(caplog):
     def fragile(task, completion):
         if completion == "boom":
             raise KeyError("missing field")
         return float("nan") if completion == "?" else float(completion == "ok")
 
     groups = _groups([["ok", "no"], ["boom", "ok"], ["?", "ok"]])
+    with pytest.raises(UserCodeError, match=r"reward function <lambda> raised KeyError: 'missing field' on task add"):
+        score_groups(groups, _per_sample(fragile))  # stop, by default
     with caplog.at_level(logging.WARNING):
-        score_groups(groups, _per_sample(fragile))
+        failures = score_groups(groups, _per_sample(fragile), RewardErrors(drop=True))
     assert [g.dropped_by for g in groups] == [None, "reward_error", "unscorable"]
-    assert "reward function <lambda> failed" in caplog.text and "KeyError" in caplog.text
+    assert failures == [r.getMessage().removesuffix("; group dropped") for r in caplog.records]
+    assert "reward function <lambda> raised KeyError" in failures[0] and groups[1].task.uid[:20] in failures[0]
+    RewardErrors(drop=True, max_dropped_share=1 / 3).check_step(groups, failures)  # one of three: within
+    with pytest.raises(UserCodeError, match=r"1 of the step's 3 groups .* filter.max_dropped_share=0.3; the first"):
+        RewardErrors(drop=True, max_dropped_share=0.3).check_step(groups, failures)
     apply_filters(groups, [ZeroVarianceFilter()])
     assert [g.dropped_by for g in groups] == [None, "reward_error", "unscorable"]  # the first reason stays
 

@@ -31,6 +31,7 @@ from autotelic.rollout.filter import (
     GroupFilter,
     MinStdFilter,
     PassRateBand,
+    RewardErrors,
     Scorer,
     ZeroVarianceFilter,
     completion_scorer,
@@ -253,4 +254,5 @@ def build_pipeline(config: RunConfig, policy: PolicyBackend, curriculum: Curricu
         keep_top_fraction=cfg.keep_top_fraction,
         adaptive_sizes=(control.min_group_size, control.max_group_size) if control.adaptive_group_size else None,
         early_exit_probe=control.early_exit_probe, overlong=control.overlong, overlong_buffer=control.overlong_buffer,
+        reward_errors=RewardErrors(cfg.on_reward_error == "drop", cfg.max_dropped_share),
     )

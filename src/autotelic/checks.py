@@ -16,6 +16,7 @@ from autotelic.backends.vllm import require_vllm, vllm_problems
 from autotelic.config import AlgorithmConfig, ConfigError, RunConfig, missing_package
 from autotelic.curricula.evolve import OPERATIONS, unknown_operation
 from autotelic.envs import make_game_factory
+from autotelic.errors import TrainingError  # re-exported: TrainingError's home for most callers
 from autotelic.modes import Mode, get_mode
 from autotelic.modes.environments import run_env_factory
 from autotelic.evaluation import DECODINGS
@@ -34,10 +35,6 @@ LABELLED_REWARDS = {"verifier", "math_verify", "unit_tests"}
 # Environments that need an optional package: (package, pip extra).
 ENV_PACKAGES = {"textarena": ("textarena", "games"), "web_browser": ("playwright", "web"),
                 "web_screenshot": ("playwright", "web")}
-
-
-class TrainingError(RuntimeError):
-    pass
 
 
 # ---- building the stages from the config -------------------------------------------------------

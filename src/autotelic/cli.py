@@ -23,6 +23,7 @@ from autotelic.tasks import UnknownFamilyError
 from autotelic.checks import TrainingError
 from autotelic.run_state import run_config_path
 from autotelic.update import PairsFileError
+from autotelic.user_code import user_failure
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Language-model agents that improve themselves by reinforcement learning.")
@@ -38,6 +39,15 @@ def _fail(error: Exception) -> None:
     message = " ".join(str(error).splitlines())  # one line, even from a library's multi-line message
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
+
+
+def _fail_if_users(error: Exception) -> None:
+    """An error that passed through the user's own code (a task family, an algorithm, a mode) is theirs to fix:
+    one line with their frames; any other is our bug and keeps its traceback."""
+    failure = user_failure(error)
+    if failure is None:
+        raise error
+    _fail(failure)
 
 
 def _setup_logging() -> None:
@@ -66,6 +76,8 @@ def run(
         train(load_config(config, list(overrides or []) + extra))
     except USER_ERRORS as error:
         _fail(error)
+    except Exception as error:
+        _fail_if_users(error)
 
 
 @app.command()
@@ -78,6 +90,8 @@ def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
         resume_run(run_dir, list(overrides or []))
     except USER_ERRORS as error:
         _fail(error)
+    except Exception as error:
+        _fail_if_users(error)
 
 
 @app.command("eval")

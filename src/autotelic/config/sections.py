@@ -129,6 +129,14 @@ class FilterConfig:
     """ReST-style selection: keep only this fraction of groups, those of highest reward std."""
     pass_rate_band: list[float] | None = None
     """Learnability gate: keep groups whose mean reward lies in [low, high] (e.g. [0.3, 0.8])."""
+    on_reward_error: Literal["stop", "drop"] = "stop"
+    """A reward that raises or returns something malformed (the wrong count, a non-number, nan or inf): stop (the run
+    ends before the update, in one line naming the function, the task, the problem and your file and line) or drop
+    (its group is dropped with that line as a warning, as long as max_dropped_share allows)."""
+    max_dropped_share: float = 0.25
+    """on_reward_error=drop: the run stops once more than this share of a step's groups are dropped for reward
+    errors. A few rare inputs a function cannot score are what drop is for; past a quarter, the function fails on
+    a kind of task rather than on odd replies, and the step would train on a skewed remainder: the tasks it scores."""
 
     def problems(self, key: str) -> list[str]:
         return [*rule(bool(self.rewards), f"{key}.rewards", self.rewards, "name at least one reward (e.g. "
@@ -137,7 +145,8 @@ class FilterConfig:
                 *count(f"{key}.max_rounds", self.max_rounds),
                 *at_least_zero(f"{key}.min_reward_std", self.min_reward_std),
                 *fraction(f"{key}.keep_top_fraction", self.keep_top_fraction, open_low=True),
-                *band(f"{key}.pass_rate_band", self.pass_rate_band)]
+                *band(f"{key}.pass_rate_band", self.pass_rate_band),
+                *fraction(f"{key}.max_dropped_share", self.max_dropped_share)]
 
 
 @dataclass

@@ -8,7 +8,8 @@ step in parallel.
 
 A dead actor is replaced, and each environment it held is rebuilt on the replacement by replaying its calls
 since its reset (environments are deterministic given the task and the actions: the episode's recorded
-observations stay true); the episode goes on and ``restarts`` counts the replacements.
+observations stay true); the episode goes on and ``restarts`` counts the replacements. A user's environment that
+fails there (``envs/registry.GuardedEnvironment``) stops the run with its one line, as in-process.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 from autotelic.dist.actors import ActorPool, PoolFront
 from autotelic.envs import Environment, start_call
+from autotelic.errors import TrainingError
 
 REBUILD_ATTEMPTS = 3
 
@@ -55,7 +57,7 @@ class RemoteEnv:
 
     def start(self, method: str, argument: Any) -> Callable[[], Any]:
         import ray
-        from ray.exceptions import RayActorError
+        from ray.exceptions import RayActorError, RayTaskError
 
         call = self.actor.call.remote(self.key, method, argument)
 
@@ -66,6 +68,10 @@ class RemoteEnv:
                 result = ray.get(call)
             except RayActorError:
                 result = self._rebuild(method, argument)
+            except RayTaskError as error:
+                if isinstance(error.cause, TrainingError):  # its one line, not the actor's traceback around it
+                    raise error.cause from None
+                raise
             self.calls.append((method, argument))
             return result
 

@@ -15,17 +15,19 @@ families up by the name their tasks carry.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
-from autotelic.envs import Environment, UnknownEnvironmentError
+from autotelic.envs import Environment, Step, UnknownEnvironmentError
 from autotelic.registry import Registry, import_user_module, is_missing
 from autotelic.tasks import TaskFamily, add_family
 from autotelic.tasks.files import answer_score
 from autotelic.types import Task
+from autotelic.user_code import UserCodeError, as_number, one_line, task_label, user_frames
 
 # name -> (module exposing load_environment, its kwargs)
 BUILT_IN: dict[str, tuple[str, dict[str, Any]]] = {
@@ -119,8 +121,8 @@ def load_environment(name: str, args: Mapping[str, Any] | None = None) -> Enviro
     try:
         spec = load(**{**kwargs, **(args or {})})
     except Exception as error:
-        raise UnknownEnvironmentError(f"load_environment of environment '{name}' raised {type(error).__name__}: "
-                                      f"{error}".splitlines()[0]) from None
+        raise UnknownEnvironmentError(f"load_environment of environment '{name}' raised {one_line(error)} "
+                                      f"{user_frames(error.__traceback__)}".strip()) from None
     if not isinstance(spec, EnvironmentSpec):
         raise UnknownEnvironmentError(f"load_environment of environment '{name}' returned {type(spec).__name__}, "
                                       "not an autotelic.envs.registry.EnvironmentSpec")
@@ -129,10 +131,72 @@ def load_environment(name: str, args: Mapping[str, Any] | None = None) -> Enviro
     except ValueError as error:
         raise UnknownEnvironmentError(f"environment '{name}': {error}") from None
     _check_calls(name, spec.make_env)
+    if name not in BUILT_IN:  # a user's code: its failures are told in one line with their frames
+        spec = replace(spec, make_env=GuardedFactory(spec.make_env, name))
     if family is not None:
         add_family(family)
     _LOADED[key] = spec
     return spec
+
+
+class GuardedEnvironment:
+    """A user's environment whose reset, step or close that raises, or a step that returns something other than a
+    Step with a finite number for its reward, stops the run in one line (UserCodeError) naming the environment,
+    the call, the task and the user's own frames, rather than a traceback from deep in the episode generator."""
+
+    def __init__(self, env: Environment, name: str) -> None:
+        self.env, self.name = env, name
+        self.task: Task | None = None
+
+    def reset(self, task: Task) -> str:
+        self.task = task
+        return self._text("reset", self._call("reset", task))
+
+    def step(self, action: str) -> Step:
+        result = self._call("step", action)
+        if not isinstance(result, tuple) or len(result) != 4:
+            self._fail("step", f"returned {type(result).__name__} ({result!r:.40}), not a "
+                               "Step(observation, reward, done, info)")
+        step = Step(*result)
+        reward = as_number(step.reward)
+        if reward is None or not math.isfinite(reward):
+            self._fail("step", f"returned the reward {step.reward!r:.40}, not a finite number")
+        if not isinstance(step.info, Mapping):
+            self._fail("step", f"returned info {step.info!r:.40}, not a dict")
+        self._text("step", step.observation)
+        return step
+
+    def _text(self, method: str, observation: Any) -> str:
+        """An observation, which the policy reads as a user message: text (an image is a marker in it)."""
+        if not isinstance(observation, str):
+            self._fail(method, f"returned the observation {observation!r:.40} ({type(observation).__name__}), "
+                               "not a str")
+        return observation
+
+    def close(self) -> None:
+        self._call("close")
+
+    def _call(self, method: str, *arguments: Any) -> Any:
+        try:
+            return getattr(self.env, method)(*arguments)
+        except Exception as error:
+            self._fail(method, f"raised {one_line(error)}", user_frames(error.__traceback__))
+
+    def _fail(self, method: str, problem: str, where: str = "") -> NoReturn:
+        on_task = f"on {task_label(self.task)}" if self.task is not None else ""
+        call = f"environment {self.name}: {type(self.env).__qualname__}.{method}"
+        raise UserCodeError(" ".join(filter(None, (call, problem, on_task, where))) + "; fix it") from None
+
+
+@dataclass(frozen=True)
+class GuardedFactory:
+    """A user's environment factory whose environments are GuardedEnvironments (picklable, for env actors)."""
+
+    make_env: Callable[[], Environment]
+    name: str
+
+    def __call__(self) -> GuardedEnvironment:
+        return GuardedEnvironment(self.make_env(), self.name)
 
 
 def _check_calls(name: str, make_env: Callable[[], Environment]) -> None:

@@ -10,10 +10,12 @@ without ``**kwargs`` gets only the arguments it names. The reward's ``options`` 
 too. TRL's trainer-only arguments (``trainer_state``, ``log_extra``, ``log_metric``, ``environments``) are not
 passed. ``async def`` functions are run to completion.
 
-It returns one number per completion, or None for a sample it does not score: None becomes nan and, as for any
-reward, its group is dropped as ``unscorable`` (a group-relative advantage needs every sample scored; TRL instead
-sums the other functions' rewards). A raising function drops only its group, with one warning line naming the
-function and the task (``rollout/filter.py``); the run continues.
+It returns one number per completion, or None for a sample it does not score (TRL's meaning: the function does not
+apply to it): None becomes nan and, as for any reward, its group is dropped as ``unscorable`` (a group-relative
+advantage needs every sample scored; TRL instead sums the other functions' rewards). Anything else is a defect in
+the function: raising, returning the wrong number of rewards, a value that is not a number (a str), nan or inf
+raises ``RewardFunctionError`` naming the function, the problem and where in the user's file; the Filter stage
+(``rollout/filter.py``) stops the run on it before the update, or drops the group (``filter.on_reward_error``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import asyncio
 import inspect
 import math
 from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from autotelic.registry import ModuleFileNotFoundError, import_user_module
 from autotelic.rewards import is_custom
 from autotelic.types import Group
+from autotelic.user_code import UserCodeError, as_number, defined_at, one_line, user_frames
 
 FIX = "put its module on PYTHONPATH (or pip install it), or name a file as path/to/file.py:fn"
 
@@ -89,8 +93,39 @@ def reward_problems(names: list[str]) -> list[str]:
     return problems
 
 
-class RewardFunctionError(RuntimeError):
+class RewardFunctionError(UserCodeError):
     """A user's reward function raised, or returned something other than a number or None per completion."""
+
+    def __init__(self, function: str, problem: str, where: str) -> None:
+        super().__init__(" ".join(filter(None, (f"reward function {function}", problem, where))))
+        self.function, self.problem, self.where = function, problem, where
+
+
+class MalformedRewards(ValueError):
+    """What a reward function returned is not one number or None per completion."""
+
+
+def checked_rewards(values: Any, count: int) -> list[float]:
+    """A reward function's return for ``count`` completions as numbers (None: nan); MalformedRewards for anything
+    else, and for nan or inf, which no reward means."""
+    try:
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+            raise TypeError
+        values = list(values)
+    except TypeError:  # iterating a 0-d array raises it too
+        raise MalformedRewards(f"returned a {type(values).__name__} ({values!r:.40}), not a list of one reward per "
+                               "completion") from None
+    if len(values) != count:
+        raise MalformedRewards(f"returned {len(values)} rewards for {count} completions")
+    rewards = []
+    for index, value in enumerate(values):
+        number = math.nan if value is None else as_number(value)
+        if number is None:
+            raise MalformedRewards(f"returned a {type(value).__name__} ({value!r:.40}) for completion {index}")
+        if value is not None and not math.isfinite(number):
+            raise MalformedRewards(f"returned {number} for completion {index}")
+        rewards.append(number)
+    return rewards
 
 
 @dataclass
@@ -127,7 +162,11 @@ class CustomReward:
             values = self.function(**self.arguments(group))
             if inspect.isawaitable(values):
                 values = asyncio.run(values)
-            return [math.nan if value is None else float(value) for value in values]
-        except Exception as error:  # only this group is lost: filter.score_groups drops it with a warning
-            problem = " ".join(f"{type(error).__name__}: {error}".split())
-            raise RewardFunctionError(f"{self.name} raised {problem}") from None
+        except Exception as error:  # the user's code: told in one line with their frames (filter.score_groups)
+            # no frame of theirs where the call itself failed (an argument it needs and is not given)
+            where = user_frames(error.__traceback__) or defined_at(self.function)
+            raise RewardFunctionError(self.name, f"raised {one_line(error)}", where) from None
+        try:
+            return checked_rewards(values, len(group.samples))
+        except MalformedRewards as error:
+            raise RewardFunctionError(self.name, str(error), defined_at(self.function)) from None

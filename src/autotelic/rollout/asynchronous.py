@@ -21,6 +21,7 @@ from typing import Any
 
 from autotelic.abilities import Publishes
 from autotelic.backends import PolicyBackend
+from autotelic.errors import TrainingError
 from autotelic.rollout.pipeline import RolloutPipeline, StepRollouts
 from autotelic.types import Group
 
@@ -71,6 +72,8 @@ class AsyncRollouts:
         """The rollouts of the trainer's next step (waits for them)."""
         with self._changed:
             self._changed.wait_for(lambda: self._ready or self._error is not None)
+            if not self._ready and isinstance(self._error, TrainingError):  # one line, as from the trainer's thread
+                raise self._error
             if not self._ready:
                 raise RolloutThreadError(f"collecting rollouts failed: {self._error}") from self._error
             return self._ready.popleft()

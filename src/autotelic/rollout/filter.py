@@ -1,8 +1,12 @@
 """Filter: reward functions score samples, then group filters keep or drop whole groups.
 
-Scoring is per group (majority vote and judges need the whole group). A reward that raises drops
-its group as ``reward_error`` with a one-line warning; a sample scored nan (a judge reply that does
-not parse) drops its group as ``unscorable``. Nothing else stops the run.
+Scoring is per group (majority vote and judges need the whole group). A reward that fails (raises, returns the
+wrong number of rewards, a non-number, inf, or for a user's function nan) stops the run before the update with one
+line naming the function, the task, the problem and the user's own frames (``UserCodeError``); with
+``filter.on_reward_error=drop`` it drops only its group as ``reward_error``, with that line as a warning, until more
+than ``filter.max_dropped_share`` of a step's groups are lost so (``RewardErrors``). A sample scored nan by a
+built-in reward (a judge reply that does not parse: the model's output, not a defect) or None by a user's function
+(TRL's "does not apply") drops its group as ``unscorable``.
 
 Group filters: zero variance (no group-relative signal), ReST-GRPO's minimum reward std, a
 learnability band on the pass rate, and ``select_top_variance`` over the whole batch (ReST-style
@@ -19,9 +23,11 @@ from dataclasses import dataclass, field
 from functools import singledispatch
 from typing import Callable, Protocol, runtime_checkable
 
+from autotelic.rewards.custom import RewardFunctionError
 from autotelic.tasks import get_family
 from autotelic.turn_credit import TurnCredit, credits_turns
 from autotelic.types import Group, Sample, Task
+from autotelic.user_code import UserCodeError, one_line, task_label, user_frames
 
 log = logging.getLogger(__name__)
 
@@ -106,40 +112,82 @@ def weighted_scorer(parts: list[tuple[Scorer, float]]) -> Scorer:
     return score
 
 
-def group_rewards(scorer: Scorer, group: Group) -> list[float] | str:
-    """The scorer's rewards for the group, checked; or, when it fails, what went wrong (a user's reward
-    function may raise anything, and the message must survive the trip back from a reward worker)."""
+def scorer_name(scorer: Scorer) -> str:
+    return getattr(scorer, "__name__", type(scorer).__name__)
+
+
+@dataclass(frozen=True)
+class RewardFailure:
+    """What went wrong scoring a group: plain strings, so that it comes back whole from a reward worker."""
+
+    function: str
+    problem: str
+    where: str = ""
+    """The user's own frames (or their function's definition), empty where the failing code is ours."""
+
+    def line(self, task: Task) -> str:
+        return " ".join(filter(None, (f"reward function {self.function}", self.problem, "on", task_label(task),
+                                      self.where)))
+
+
+def group_rewards(scorer: Scorer, group: Group) -> list[float] | RewardFailure:
+    """The scorer's rewards for the group, checked; or, when it fails, what went wrong."""
+    name = scorer_name(scorer)
     try:
         values = [float(v) for v in scorer(group)]
-        if len(values) != len(group.samples):
-            raise ValueError(f"returned {len(values)} rewards for {len(group.samples)} samples")
-        if any(math.isinf(v) for v in values):
-            raise ValueError(f"returned {values}")
+    except RewardFunctionError as error:  # a user's function, named by itself within a sum of rewards
+        return RewardFailure(error.function, error.problem, error.where)
     except Exception as error:
-        return f"{type(error).__name__}: {error}"
+        return RewardFailure(name, f"raised {one_line(error)}", user_frames(error.__traceback__))
+    if len(values) != len(group.samples):
+        return RewardFailure(name, f"returned {len(values)} rewards for {len(group.samples)} completions")
+    infinite = next((index for index, value in enumerate(values) if math.isinf(value)), None)
+    if infinite is not None:
+        return RewardFailure(name, f"returned {values[infinite]} for completion {infinite}")
     return values
 
 
 @singledispatch
-def score_all(scorer: Scorer, groups: list[Group]) -> list[list[float] | str]:
+def score_all(scorer: Scorer, groups: list[Group]) -> list[list[float] | RewardFailure]:
     """Each group's rewards, or what went wrong (``group_rewards``), one group after another; a scorer spread
     over workers scores the whole list at once (``dist/rewards.py`` registers it)."""
     return [group_rewards(scorer, group) for group in groups]
 
 
-def score_groups(groups: list[Group], scorer: Scorer) -> None:
-    """Fill every sample's reward; a raising reward drops the group, a nan one marks it unscorable."""
-    name = getattr(scorer, "__name__", type(scorer).__name__)
-    results = score_all(scorer, groups)
-    for group, values in zip(groups, results):
-        if isinstance(values, str):
-            log.warning("reward function %s failed on task %r: %s; group dropped", name, group.task.uid, values)
+@dataclass(frozen=True)
+class RewardErrors:
+    """What a failing reward does (``filter.on_reward_error``): stop the run, or drop its group (``drop``) while
+    no more than ``max_dropped_share`` of a step's groups are lost so."""
+
+    drop: bool = False
+    max_dropped_share: float = 0.25
+
+    def check_step(self, groups: list[Group], failures: list[str]) -> None:
+        """Stops the run where more than the share of the step's groups were dropped for reward errors."""
+        if failures and len(failures) > self.max_dropped_share * len(groups):
+            raise UserCodeError(f"{len(failures)} of the step's {len(groups)} groups were dropped for reward errors, "
+                                f"more than filter.max_dropped_share={self.max_dropped_share:g}; the first: "
+                                f"{failures[0]}; fix the reward function")
+
+
+def score_groups(groups: list[Group], scorer: Scorer, errors: RewardErrors = RewardErrors()) -> list[str]:
+    """Fill every sample's reward; a nan one marks its group unscorable. A failing reward stops the run
+    (UserCodeError) or, where ``errors.drop``, drops its group with a warning: returns those warnings' lines."""
+    failures = []
+    for group, values in zip(groups, score_all(scorer, groups)):
+        if isinstance(values, RewardFailure):
+            line = values.line(group.task)
+            if not errors.drop:
+                raise UserCodeError(f"{line}; fix it, or set filter.on_reward_error=drop to drop such groups")
+            log.warning("%s; group dropped", line)
+            failures.append(line)
             group.dropped_by = "reward_error"
             continue
         if any(math.isnan(v) for v in values):
             group.dropped_by = "unscorable"
         for sample, value in zip(group.samples, values):
             sample.reward = value
+    return failures
 
 
 def reward_std(group: Group) -> float:

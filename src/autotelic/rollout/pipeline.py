@@ -27,6 +27,7 @@ from autotelic.rollout.control import (
 from autotelic.rollout.filter import (
     FilterStats,
     GroupFilter,
+    RewardErrors,
     Scorer,
     apply_filters,
     score_groups,
@@ -62,6 +63,8 @@ class RolloutPipeline:
     early_exit_probe: int | None = None
     overlong: str = "none"
     overlong_buffer: int = 8
+    reward_errors: RewardErrors = RewardErrors()
+    _failures: list[str] = field(default_factory=list)  # this step's groups dropped for reward errors (drop mode)
     _times: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     def _timed(self, stage: str, started: float) -> float:
@@ -82,7 +85,7 @@ class RolloutPipeline:
         first = [min(probe, n) for n in sizes] if probe else sizes
         groups = self.generator.generate(tasks, first, self.budget.max_new_tokens)
         started = self._timed("generate", started)
-        score_groups(groups, self.scorer)
+        self._failures += score_groups(groups, self.scorer, self.reward_errors)
         started = self._timed("filter", started)
         if not probe:
             return groups
@@ -98,7 +101,8 @@ class RolloutPipeline:
             started = self._timed("generate", started)
             for (group, _), more in zip(open_groups, rest):
                 group.samples.extend(more.samples)
-            score_groups([g for g, _ in open_groups], self.scorer)  # whole groups: votes and judges see all
+            # whole groups: votes and judges see all
+            self._failures += score_groups([g for g, _ in open_groups], self.scorer, self.reward_errors)
             self._timed("filter", started)
         return groups
 
@@ -107,6 +111,7 @@ class RolloutPipeline:
         filter -> observe until enough groups are kept (one round unless ``dynamic_sampling``), then the step's
         control (top-variance selection, truncation masks, the token budget) and replay."""
         self._times.clear()
+        self._failures.clear()
         metrics: dict[str, float] = defaultdict(float)
         groups: list[Group] = []
         for round_index in range(self.max_rounds if self.dynamic_sampling else 1):
@@ -120,6 +125,7 @@ class RolloutPipeline:
             metrics["filter/rounds"] = round_index + 1.0
             if sum(g.kept for g in groups) >= self.budget.tasks_per_step:
                 break
+        self.reward_errors.check_step(groups, self._failures)  # before the update: no step trains on too few
         spent = self._control(groups, metrics)
         batch = self._replay(groups, policy_version, metrics)
         metrics.update(self._step_metrics(groups, batch, spent))
