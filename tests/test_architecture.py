@@ -18,7 +18,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "autotelic"
 
 LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
-    ("types", "text", "abilities", "checkpoint", "registry", "algorithms", "micro_batches"),  # data, pure helpers
+    ("types", "text", "abilities", "checkpoint", "registry", "algorithms", "micro_batches", "errors",
+     "user_code"),  # data, pure helpers; what stops a run, and a user's failing code told in one line
     ("config",),
     ("sandbox", "backends", "report"),
     ("value_model",),  # a model over the backends' files: rewards read it as a process reward, search as a guide

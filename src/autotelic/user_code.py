@@ -17,13 +17,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable
 
-import autotelic
 from autotelic.errors import TrainingError
 from autotelic.types import Task
 
 # Where code that is not the user's lives: this package, the standard library and installed packages.
 NOT_USERS = [Path(path).resolve() for path in {
-    str(Path(autotelic.__file__).parent), *site.getsitepackages(), site.getusersitepackages(),
+    str(Path(__file__).resolve().parent), *site.getsitepackages(), site.getusersitepackages(),
     *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))}]
 FRAMES_SHOWN = 3  # innermost ones: where it broke and what called it
 
