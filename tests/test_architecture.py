@@ -27,13 +27,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("tasks",),
     ("rewards",),
     ("envs",),
-    ("heldout", "loading", "guardrails"),  # loading: a recipe with its environment's defaults
+    ("heldout", "loading", "recipes", "guardrails"),  # loading: a recipe (or a shipped one, recipes) with its
+                                                      # environment's defaults
     ("curricula",),
     ("turn_credit",),  # a turn's advantage from its episode's per-turn rewards and the states it was taken from
     ("rollout", "update", "search", "evaluation", "dist", "vm_mcts", "win_rate"),
     ("modes",),  # generation modes as plug-ins: each builds its generator from the layers below
     ("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"),  # training: knows every part
-    ("targets", "recipes", "python_api", "cli", "__init__"),  # entry points
+    ("targets", "python_api", "cli", "__init__"),  # entry points
 )
 TRAINING = LAYERS.index(("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"))
 THIRD_PARTY_HOMES = {"vllm": "backends", "ray": "dist"}  # imported only there

@@ -5,16 +5,19 @@ Only this module and the trainer know every part; each builder takes the config 
 
 from __future__ import annotations
 
-from dataclasses import replace
+import random
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
+
+import torch
 
 from autotelic.abilities import Learns
 from autotelic.algorithms import AlgorithmSpec
 from autotelic.backends import DecoderStops, PolicyBackend
 from autotelic.backends.hf import HFPolicy, role_backend
 from autotelic.backends.vllm import build_vllm_generation_policy
-from autotelic.checks import TrainingError
+from autotelic.checks import TrainingError, check_run, sandbox_isolation
 from autotelic.config import RunConfig
 from autotelic.curricula import BanditCurriculum, Curriculum, PrefixCurriculum, PromptPoolCurriculum
 from autotelic.curricula.base import find_layer
@@ -44,10 +47,34 @@ from autotelic.rollout.replay import OnPolicyBuffer, ReplayBuffer
 from autotelic.sandbox import configure as configure_sandbox
 from autotelic.turn_credit import turn_credit_of
 from autotelic.types import Task
-from autotelic.update import SideLearner
+from autotelic.update import SideLearner, load_pairs
 
 if TYPE_CHECKING:  # the FSDP group (and torch.distributed) load only when dist.train_workers asks
     from autotelic.dist.fsdp import FSDPTrainGroup
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run builds from its config before any model loads: everything wrong with the config that can be
+    known without a model stops here (``autotelic config --check`` builds it and nothing more)."""
+
+    spec: AlgorithmSpec
+    isolation: str | None
+    """The sandbox isolation model-written code runs under; None: the run runs none."""
+    heldout: HeldOut
+    curriculum: Curriculum
+    pairs: list[dict[str, str]] | None
+    """Offline DPO's preference pairs."""
+
+
+def plan_run(config: RunConfig) -> RunPlan:
+    spec = check_run(config)
+    isolation = sandbox_isolation(config)  # before the model loads: no isolation, no run
+    random.seed(config.train.seed)
+    torch.manual_seed(config.train.seed)
+    heldout = build_heldout(config)
+    return RunPlan(spec, isolation, heldout, build_curriculum(config, heldout),
+                   load_pairs(config.algorithm.dataset) if spec.name == "offline_dpo" else None)
 
 
 def distinct_tasks(source: BanditCurriculum, count: int) -> list[Task]:

@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import warnings
+from importlib.metadata import version
 from pathlib import Path
 from typing import Optional
 
@@ -25,14 +26,17 @@ from autotelic.run_state import run_config_path
 from autotelic.update import PairsFileError
 from autotelic.user_code import user_failure
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Language-model agents that improve themselves by reinforcement learning.")
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown",  # markdown: help paragraphs reflow whole
+                  context_settings={"help_option_names": ["-h", "--help"]})
 
 USER_ERRORS = (ConfigError, ModelFileError, TrainingError, EmptyFamilyError, EmptyPoolError, UnknownFamilyError,
                UnknownEnvironmentError, PairsFileError, CheckpointError, ReplayError, FileNotFoundError)
 OVERRIDES = typer.Argument(None, help="Config overrides as dotted key=value, e.g. train.steps=30")
+RECIPE = typer.Option(None, "--config", "-c", help="A recipe: a YAML file or a shipped recipe's name, e.g. "
+                      "comas (see `autotelic recipes`).")
 RECIPE_FOR_MODEL = typer.Option(None, "--config", "-c", help="For a model directory: the recipe whose tasks and "
-                                "settings apply (default: the defaults); a run directory brings its own.")
+                                "settings apply, a YAML file or a shipped recipe's name (default: the "
+                                "defaults); a run directory brings its own.")
 
 
 def _fail(error: Exception) -> None:
@@ -50,6 +54,23 @@ def _fail_if_users(error: Exception) -> None:
     _fail(failure)
 
 
+def _show_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"autotelic {version('autotelic')}")
+        raise typer.Exit()
+
+
+@app.callback(invoke_without_command=True)
+def commands(
+    context: typer.Context,
+    show_version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                      help="Print the version and exit."),
+) -> None:
+    """Language-model agents that improve themselves by reinforcement learning."""
+    if context.invoked_subcommand is None:  # bare `autotelic`: the help, and no error
+        typer.echo(context.get_help())
+
+
 def _setup_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # our progress bar is the only one: no per-file loading/saving bars or library deprecation notes
@@ -64,7 +85,7 @@ def _setup_logging() -> None:
 @app.command()
 def run(
     overrides: Optional[list[str]] = OVERRIDES,
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Recipe YAML (see recipes/)."),
+    config: Optional[Path] = RECIPE,
     model: Optional[str] = typer.Option(None, "--model", help="Local Hugging Face model directory."),
 ) -> None:
     """Train a solver on a self-evolving curriculum (default: the embedded model, default recipe)."""
@@ -100,9 +121,10 @@ def evaluate_command(
     overrides: Optional[list[str]] = OVERRIDES,
     recipe: Optional[Path] = RECIPE_FOR_MODEL,
 ) -> None:
-    """Held-out accuracy of a run's final model or of any local model directory; eval.decoding picks
-    greedy, best_of_n or vm_mcts (the last two with eval.token_budget and eval.value_model, by default
-    the run's own value model)."""
+    """Held-out accuracy of a run's final model or of any local model directory.
+
+    eval.decoding picks greedy, best_of_n or vm_mcts (the last two with eval.token_budget and
+    eval.value_model, by default the run's own value model)."""
     _setup_logging()
     from autotelic.targets import evaluate_target
 
@@ -120,8 +142,10 @@ def value(
     overrides: Optional[list[str]] = OVERRIDES,
     recipe: Optional[Path] = RECIPE_FOR_MODEL,
 ) -> None:
-    """VM-MCTS: label partial responses of training tasks by tree search with scored rollouts, and train
-    a value model on them (then: autotelic eval TARGET eval.decoding=vm_mcts eval.value_model=OUT)."""
+    """VM-MCTS: train a value model on partial responses labelled by tree search.
+
+    Partial responses of training tasks are labelled by tree search with scored rollouts; then:
+    autotelic eval TARGET eval.decoding=vm_mcts eval.value_model=OUT."""
     _setup_logging()
     from autotelic.heldout import build_heldout
     from autotelic.rollout.filter import response_scorer
@@ -183,30 +207,52 @@ def pairs(run_dir: Path, out: Path = typer.Option(..., "--out", "-o", help="JSON
 
 @app.command("config")
 def config_command(
-    overrides: Optional[list[str]] = OVERRIDES,
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Recipe YAML (see `autotelic recipes`)."),
-    markdown: bool = typer.Option(False, "--markdown", help="A Markdown table per section instead (docs/config.md)."),
+    words: Optional[list[str]] = typer.Argument(None, metavar="SECTION|KEY=VALUE", help=(
+        "Sections or keys to show (e.g. algorithm, generate.mode; default: all), and config overrides as "
+        "dotted key=value, e.g. train.steps=30.")),
+    config: Optional[Path] = RECIPE,
+    diff: bool = typer.Option(False, "--diff", help="Only the keys whose value differs from the defaults."),
+    check: bool = typer.Option(False, "--check", help=(
+        "Check the config as `autotelic run` does before it loads a model (held-out set, curriculum, sandbox "
+        "included), and print one line: ok, or the error (exit status 2).")),
+    markdown: bool = typer.Option(False, "--markdown",
+                                  help="The whole reference, a Markdown table per section (docs/config.md)."),
 ) -> None:
-    """Print the resolved config (defaults, then the recipe, then overrides) as YAML, each key with its
-    documentation; save it and pass it as --config to run exactly that."""
-    from autotelic.config.docs import describe_run_config, markdown_reference
+    """Print the resolved config as YAML, each key with its documentation.
 
+    The config is the defaults, then the recipe, then the overrides. Save the output and pass it as --config
+    to run exactly that."""
+    from autotelic.config import RunConfig
+    from autotelic.config.docs import check_paths, describe, markdown_reference
+
+    wanted = [word for word in words or [] if "=" not in word]
     try:
-        resolved = load_config(config, list(overrides or []))
+        resolved = load_config(config, [word for word in words or [] if "=" in word])
+        check_paths(resolved, wanted)
+        if check:
+            _setup_logging()
+            from autotelic.build import plan_run
+
+            plan = plan_run(resolved)
     except USER_ERRORS as error:
         _fail(error)
-    typer.echo((markdown_reference if markdown else describe_run_config)(resolved), nl=False)
+    if check:
+        typer.echo(f"ok: algorithm {plan.spec.name}, generate.mode {resolved.generate.mode}, "
+                   f"{len(plan.heldout)} held-out tasks, {resolved.train.steps} steps; "
+                   "nothing wrong before the model loads")
+    elif markdown:
+        typer.echo(markdown_reference(resolved), nl=False)
+    else:
+        lines = describe(resolved, defaults=RunConfig() if diff else None, within=tuple(wanted))
+        typer.echo("".join(f"{line}\n" for line in lines), nl=False)
 
 
 @app.command()
 def recipes() -> None:
-    """List the shipped recipes, one line each (run one with `autotelic run --config PATH`)."""
-    from autotelic.recipes import recipe_summaries
+    """List the shipped recipes by generation mode, one line each (run one with `autotelic run -c NAME`)."""
+    from autotelic.recipes import recipe_listing, shipped_recipes
 
-    found = recipe_summaries()
-    width = max(len(path) for path, _ in found)
-    for path, summary in found:
-        typer.echo(f"{path:<{width}}  {summary}")
+    typer.echo("\n".join(recipe_listing(shipped_recipes())))
 
 
 def main() -> None:

@@ -13,12 +13,13 @@ from autotelic.config import ConfigError, RunConfig, to_dict
 from autotelic.config.loading import build_config, read_recipe, reward_specs, set_overrides
 from autotelic.envs import UnknownEnvironmentError
 from autotelic.envs.registry import load_environment
+from autotelic.recipes import find_recipe
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Defaults, then the YAML file, then dotted overrides, then the environment's defaults; validated against the
-    dataclasses."""
-    recipe = Path(path) if path is not None else None
+    """Defaults, then the YAML file (a path, or a shipped recipe's name), then dotted overrides, then the
+    environment's defaults; validated against the dataclasses."""
+    recipe = find_recipe(path) if path is not None else None
     config = _configured(read_recipe(recipe) if recipe is not None else {}, overrides)
     dataset = config.algorithm.dataset
     if recipe is not None and dataset is not None and not Path(dataset).is_absolute():

@@ -8,24 +8,20 @@ next door: ``checks.py`` (what is wrong with a config), ``build.py`` (the parts 
 from __future__ import annotations
 
 import copy
-import random
 import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-import torch
-
 from autotelic.abilities import Stateful, shut_down
 from autotelic.backends.hf import HFPolicy
 from autotelic.backends.memory import memory_metrics
-from autotelic.build import (build_agents, build_curriculum, build_evolver, build_generation, build_pipeline,
-                             build_train_group)
-from autotelic.checks import TrainingError, check_run, sandbox_isolation
+from autotelic.build import (build_agents, build_evolver, build_generation, build_pipeline, build_train_group,
+                             plan_run)
+from autotelic.checks import TrainingError, check_run
 from autotelic.config import RunConfig, save_config, to_dict
 from autotelic.curricula.evolve import EvolvingPromptPool
 from autotelic.guardrails import Guardrails
-from autotelic.heldout import build_heldout
 from autotelic.loading import load_config
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
@@ -34,7 +30,7 @@ from autotelic.run_evaluation import RunEvaluation
 from autotelic.run_log import group_metrics, worker_metrics, worker_pools, write_step_logs
 from autotelic.run_state import RunCheckpoints, TrainState, load_payload, new_run_dir, run_config_path
 from autotelic.types import Group
-from autotelic.update import RoleBaselines, dataset_pairs, dpo_update, load_pairs, train_on_groups
+from autotelic.update import RoleBaselines, dataset_pairs, dpo_update, train_on_groups
 
 if TYPE_CHECKING:
     from autotelic.dist.fsdp import FSDPTrainGroup
@@ -47,16 +43,12 @@ class Trainer:
 
     def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False,
                  after_step: Callable[[int, dict[str, float]], bool] | None = None):
-        self.spec = check_run(config)
+        plan = plan_run(config)
+        self.spec, self.isolation, self.pairs = plan.spec, plan.isolation, plan.pairs
+        self.heldout, self.curriculum = plan.heldout, plan.curriculum
         self.after_step = after_step  # sees each step's metrics; True ends the run there (the Python API's callbacks)
-        self.isolation = sandbox_isolation(config)  # before the model loads: no isolation, no run
         self.config, self.run_dir = config, run_dir
-        random.seed(config.train.seed)
-        torch.manual_seed(config.train.seed)
-        self.heldout = build_heldout(config)
-        self.curriculum = build_curriculum(config, self.heldout)
         self.evaluation = RunEvaluation(config, self.heldout, run_dir, self.curriculum)
-        self.pairs = load_pairs(config.algorithm.dataset) if self.spec.name == "offline_dpo" else None
         self.baselines = RoleBaselines(config.algorithm.rae_decay) if self.spec.advantage == "rae" else None
         self.guardrails = Guardrails.for_run(config)
         self.agents = build_agents(config)  # the models load last: bad settings fail before they are read

@@ -12,6 +12,7 @@ import textwrap
 from functools import cache
 from typing import Any
 
+from autotelic.config.rules import ConfigError
 from autotelic.config.run import RunConfig
 
 
@@ -35,17 +36,52 @@ def first_sentence(text: str) -> str:
     return re.split(r"(?<=[a-z0-9)]\.)\s+(?=[A-Z])", flat, maxsplit=1)[0]  # not at "e.g. 0.1" or "e.g. 5"
 
 
-def describe(config: Any, indent: str = "") -> list[str]:
-    """``config`` as YAML lines (loadable as a recipe), each key followed by its documentation as a comment."""
+def describe(config: Any, indent: str = "", *, defaults: Any = None, within: tuple[str, ...] = (),
+             path: str = "") -> list[str]:
+    """``config`` as YAML lines (loadable as a recipe), each key followed by its documentation as a comment;
+    only the keys that differ from ``defaults`` and lie within the dotted sections or keys ``within``, where
+    given, with the headers of the sections holding them."""
     lines, docs = [], field_docs(type(config))
     for item in dataclasses.fields(config):
-        value, doc = getattr(config, item.name), docs.get(item.name)
+        key, value, doc = f"{path}{item.name}", getattr(config, item.name), docs.get(item.name)
+        default = None if defaults is None else getattr(defaults, item.name)
+        selected = not within or any(key == wanted or key.startswith(f"{wanted}.") for wanted in within)
         comment = f"  # {doc}" if doc else ""
         if dataclasses.is_dataclass(value):
-            lines += [f"{indent}{item.name}:{comment}", *describe(value, indent + "  ")]
-        else:  # JSON is YAML, on one line
+            if selected or any(wanted.startswith(f"{key}.") for wanted in within):
+                inner = describe(value, indent + "  ", defaults=default, within=within, path=f"{key}.")
+                lines += [f"{indent}{item.name}:{comment}", *inner] if inner else []
+        elif selected and (defaults is None or value != default):  # JSON is YAML, on one line
             lines.append(f"{indent}{item.name}: {_yaml(value)}{comment}")
     return lines
+
+
+def config_paths(config: Any, path: str = "") -> list[str]:
+    """Every dotted section and key of ``config``."""
+    found = []
+    for item in dataclasses.fields(config):
+        value = getattr(config, item.name)
+        found.append(f"{path}{item.name}")
+        if dataclasses.is_dataclass(value):
+            found += config_paths(value, f"{path}{item.name}.")
+    return found
+
+
+def check_paths(config: Any, wanted: list[str]) -> None:
+    """Each of ``wanted`` names a section or key of ``config``, or a ConfigError names the valid ones where it
+    first goes astray."""
+    known = config_paths(config)
+    for path in wanted:
+        parts = path.split(".")
+        for depth in range(1, len(parts) + 1):
+            prefix, parent = ".".join(parts[:depth]), ".".join(parts[:depth - 1])
+            if prefix not in known:
+                here = [name.rpartition(".")[2] for name in known if name.rpartition(".")[0] == parent]
+                if not here:
+                    raise ConfigError(f"config key '{parent}' is a value, not a section: show it as {parent}")
+                where = f"in {parent}" if parent else "at top level"
+                raise ConfigError(f"unknown config section or key '{prefix}'; valid {where}: "
+                                  f"{', '.join(here)}")
 
 
 def _yaml(value: Any) -> str:
