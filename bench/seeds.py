@@ -37,7 +37,7 @@ import artifacts  # bench/artifacts.py: the importing script's directory is on s
 from runs import Arm, ArmRun, core_sets, finished_earlier, run_commands, runs_dir_from
 
 from autotelic.loading import load_config
-from autotelic.recipes import RECIPES_DIR
+from autotelic.recipes import find_recipe
 from autotelic.text import integers
 from autotelic.types import SHARE_PREFIX
 
@@ -104,7 +104,7 @@ def spread(accuracies: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recipe", type=Path, default=RECIPES_DIR / "default.yaml", help="the recipe, as shipped")
+    parser.add_argument("--recipe", type=find_recipe, default="default", help="the recipe as shipped: a name or a path")
     parser.add_argument("--seeds", type=int, default=8, help="training seeds")
     parser.add_argument("--first-seed", type=int, default=0, help="the first train.seed")
     parser.add_argument("--at-once", type=int, default=2, help="runs side by side, each pinned to its cores")
