@@ -1,11 +1,11 @@
 """Peak resident memory of each CPU recipe's run, next to the floor of full fine-tuning in fp32 with AdamW.
 
-Each recipe runs as shipped but for ``--steps`` steps (and any ``--override``), as a child ``autotelic run``, one
-at a time. Its peak is the child's own (``wait4``'s ru_maxrss: load, evaluations, steps, export), and each step's
-``perf/peak_rss_mib`` shows where it was reached. The floor is 16 bytes per parameter of the recipe's model (fp32
-weights, gradients and AdamW's two moments; ``backends.memory.full_finetune_floor``), the parameters counted on
-torch's meta device (nothing is read but the model's config). CPU recipes: those whose model runs on the CPU
-without vLLM.
+Each recipe runs as shipped but for ``--steps`` steps (and any ``--override``), as a child ``autotelic run``,
+one at a time. Its peak is the child's own (``wait4``'s ru_maxrss: load, evaluations, steps, export), and each
+step's ``perf/peak_rss_mib`` shows where it was reached. The floor is 16 bytes per parameter of the
+recipe's model (fp32 weights, gradients and AdamW's two moments; ``backends.memory.full_finetune_floor``), the
+parameters counted on torch's meta device (nothing is read but the model's config). CPU recipes: those whose
+model runs on the CPU without vLLM.
 
     python bench/memory.py                                      # every CPU recipe, 3 steps each
     python bench/memory.py --recipes default lora --steps 15    # the default run's peak plateaus by step 13
@@ -50,11 +50,12 @@ def is_cpu(config: RunConfig) -> bool:
 
 
 def parameter_count(config: RunConfig) -> int:
-    """The recipe's model's parameters (tied weights once), built on the meta device from its config alone."""
+    """The recipe's model's parameters (tied weights once), built on the meta device from its config."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(resolve_model_dir(config.model.path)))
+        shape = AutoConfig.from_pretrained(resolve_model_dir(config.model.path))
+        model = AutoModelForCausalLM.from_config(shape)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -111,8 +112,11 @@ def main() -> None:
                "failed": [row["arm"] for row in rows if row["exit_code"]]}
     path = artifacts.write("memory", rows, [], summary, args.results_dir)
     print(f"wrote {path}")
-    print(f"default_peak_gib={default['peak_rss_mib'] * MIB / GIB:.2f} floor_gib={default['floor_mib'] * MIB / GIB:.2f}"
-          if default else "default_peak_gib=n/a floor_gib=n/a")
+    if default is None:
+        print("default_peak_gib=n/a floor_gib=n/a")
+    else:
+        print(f"default_peak_gib={default['peak_rss_mib'] * MIB / GIB:.2f} "
+              f"floor_gib={default['floor_mib'] * MIB / GIB:.2f}")
 
 
 if __name__ == "__main__":

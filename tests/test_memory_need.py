@@ -1,6 +1,6 @@
-"""The memory a run needs (backends/memory.py), estimated at start from the models it loaded: the embedded model's
-estimate against the peak bench/memory.py measured for the default run, and the one-line warning when the
-machine has less available."""
+"""The memory a run needs (backends/memory.py), estimated at start from the models it loaded: the embedded
+model's estimate against the peak bench/memory.py measured for the default run, and the one-line warning when
+the machine has less available."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_frozen_copies_count_and_lora_trains_little(embedded_policy):
     with_reference = run_need(load_config(None, ["algorithm.beta=0.04"]), [embedded_policy])
     assert with_reference.weights == 2 * full.weights  # the KL term's frozen copy of the starting policy
     lora = HFPolicy(ModelConfig(lora=True))
-    judge = HFPolicy(ModelConfig())  # another model this process holds (a judge's): frozen beside the trained one
+    judge = HFPolicy(ModelConfig())  # another model the process holds (a judge), frozen beside the policy
     lora_need = run_need(load_config(None, ["model.lora=true"]), [lora])
     assert lora_need.optimizer < full.optimizer / 50
     lora_weights = sum(p.numel() * p.element_size() for p in lora.causal_lm.parameters())

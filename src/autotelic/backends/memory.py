@@ -1,5 +1,5 @@
-"""A process's memory: the peak the step metrics report (the driver's, each Ray actor's, each train rank's), and
-the estimate of what a run needs that it checks against the machine's free memory at start."""
+"""A process's memory: the peak the step metrics report (the driver's, each Ray actor's, each train rank's),
+and the estimate of what a run needs, checked against the machine's available memory at start."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ if TYPE_CHECKING:
 
 MIB = 2**20
 GIB = 2**30
-# What the interpreter, torch and transformers hold before any model or tensor (measured on the embedded model's
-# runs: ~0.45 GB resident after imports and the tokenizer).
+# What the interpreter, torch and transformers hold before any model or tensor (the embedded model's runs:
+# ~0.45 GB resident after imports and the tokenizer).
 RUNTIME_BYTES = 450 * MIB
-# Bytes an update keeps per completion token per decoder layer, in hidden-size units (fp32): the layer's input,
-# norms, q/k/v/o and residuals; plus MLP_UNITS intermediate-size units (gate, up, their product, the activation).
+# Numbers an update keeps per completion token and decoder layer: HIDDEN_UNITS of the hidden size (the layer's
+# input, norms, q/k/v/o, residuals) and MLP_UNITS of the intermediate size (gate, up, activation, product).
 HIDDEN_UNITS, MLP_UNITS = 10, 4
-# Full-vocabulary fp32 rows alive per completion token at the LM head's peak: the logits, their gradient and the
-# gathered one's.
+# Full-vocabulary fp32 rows alive per completion token at the LM head's peak: the logits, their gradient and
+# the gathered one's.
 LOGIT_ROWS = 3
 
 
@@ -90,8 +90,8 @@ def _activations(lm: torch.nn.Module, shape: UpdateShape) -> int:
 
 def estimate_need(trained: Sequence[torch.nn.Module], frozen: Sequence[torch.nn.Module],
                   shape: UpdateShape) -> MemoryNeed:
-    """What a run holding ``trained`` models (causal LMs, LoRA adapters in place) and ``frozen`` copies needs at
-    its update's peak."""
+    """What a run holding ``trained`` models (causal LMs, LoRA adapters in place) and ``frozen`` copies needs
+    at its update's peak."""
     weights = sum(_bytes(list(model.parameters())) for model in [*trained, *frozen])
     trainable = sum(_bytes([p for p in model.parameters() if p.requires_grad]) for model in trained)
     activations = max((_activations(model, shape) for model in trained), default=0)
@@ -102,14 +102,14 @@ def shortage_warning(need: MemoryNeed, available: int) -> str | None:
     """One line when ``available`` bytes fall short of ``need``, None otherwise."""
     if available >= need.total:
         return None
-    return (f"warning: this run needs about {need.total / GIB:.1f} GiB of memory ({need.weights / GIB:.1f} weights, "
-            f"{(need.gradients + need.optimizer) / GIB:.1f} gradients and optimizer, {need.activations / GIB:.1f} "
-            f"activations) and {available / GIB:.1f} GiB is available: it may be killed for memory; model.lora=true "
-            f"or a smaller algorithm.micro_batch_tokens needs less")
+    return (f"warning: this run needs about {need.total / GIB:.1f} GiB of memory ({need.weights / GIB:.1f} "
+            f"weights, {(need.gradients + need.optimizer) / GIB:.1f} gradients and optimizer, "
+            f"{need.activations / GIB:.1f} activations) and {available / GIB:.1f} GiB is available: it may "
+            f"be killed for memory; model.lora=true or a smaller algorithm.micro_batch_tokens needs less")
 
 
 def update_shape(config: RunConfig) -> UpdateShape:
-    """The largest micro-batch a step of ``config`` trains on: its groups at every sample's longest completion."""
+    """The largest micro-batch a step of ``config`` trains on: its groups, every sample at the length cap."""
     from autotelic.backends.forward import LOGIT_CHUNK_TOKENS
 
     algo = config.algorithm
@@ -121,21 +121,23 @@ def update_shape(config: RunConfig) -> UpdateShape:
 
 
 def holds_reference(config: RunConfig) -> bool:
-    """Whether full fine-tuning keeps a frozen copy of the starting policy to score against: a KL term, or sigmoid
-    DPO (LoRA's reference is its base weights, adapters off)."""
+    """Whether full fine-tuning keeps a frozen copy of the starting policy to score against (``HFPolicy``'s
+    reference): a KL term, or sigmoid DPO. LoRA's reference is its own base weights, adapters off."""
     algo = config.algorithm
     dpo = algo.name in ("online_dpo", "offline_dpo") and algo.dpo_loss == "sigmoid"
     return not config.model.lora and (algo.beta > 0 or dpo)
 
 
 def run_need(config: RunConfig, agents: Sequence[HFPolicy]) -> MemoryNeed:
-    """What a run needs at its peak, from the models it loaded: ``agents`` train, every other model this process
-    holds (judges, the evolver, operator roles: ``HFPolicy.loaded``) and the reference copy stay frozen."""
+    """What a run needs at its peak, from the models it loaded: ``agents`` train; every other model this
+    process holds (judges, the evolver, operator roles: ``HFPolicy.loaded``) and a reference copy are
+    frozen."""
     from autotelic.backends.hf import HFPolicy
 
+    trained = [agent.causal_lm for agent in agents]
     frozen = [held.causal_lm for held in HFPolicy.loaded if all(held is not agent for agent in agents)]
-    references = [agent.causal_lm for agent in agents] if holds_reference(config) else []
-    return estimate_need([agent.causal_lm for agent in agents], [*frozen, *references], update_shape(config))
+    references = trained if holds_reference(config) else []
+    return estimate_need(trained, [*frozen, *references], update_shape(config))
 
 
 def warn_if_short(config: RunConfig, agents: Sequence[HFPolicy]) -> None:
