@@ -51,7 +51,7 @@ def test_frozen_copies_count_and_lora_trains_little(embedded_policy):
     lora = HFPolicy(ModelConfig(lora=True))
     judge = HFPolicy(ModelConfig())  # another model the process holds (a judge), frozen beside the policy
     lora_need = run_need(load_config(None, ["model.lora=true"]), [lora])
-    assert lora_need.optimizer < full.optimizer / 50
+    assert lora_need.optimizer < full.optimizer / 10  # rank-32 adapters on every projection: 7%
     lora_weights = sum(p.numel() * p.element_size() for p in lora.causal_lm.parameters())
     assert lora_need.weights == lora_weights + 2 * full.weights  # the judge and the module's embedded policy
     del judge
