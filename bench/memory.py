@@ -94,7 +94,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as runs:
         for name in names:
-            config = load_config(RECIPES / f"{name}.yaml")
+            config = load_config(RECIPES / f"{name}.yaml", args.override)  # as the run reads it
             parameters = parameter_count(config)
             floor = full_finetune_floor(parameters)
             measured = run_recipe(name, args.steps, args.override, Path(runs))
