@@ -2,8 +2,7 @@
 Control -> Replay, rollout/pipeline.py), updates every agent on its own groups, logs, and every
 ``checkpoint_every`` steps writes a checkpoint ``autotelic resume`` continues from exactly. Its parts live
 next door: ``checks.py`` (what is wrong with a config), ``build.py`` (the parts from the config), ``update.py``
-(the loss), ``run_evaluation.py``, ``run_log.py`` and ``run_state.py`` (checkpoints, the run directory).
-"""
+(the loss), ``run_evaluation.py``, ``run_log.py`` and ``run_state.py`` (checkpoints, the run directory)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from autotelic.abilities import Stateful, shut_down
 from autotelic.backends.hf import HFPolicy
-from autotelic.backends.memory import memory_metrics
+from autotelic.backends.memory import memory_metrics, warn_if_short
 from autotelic.build import (build_agents, build_evolver, build_generation, build_pipeline, build_train_group,
                              plan_run)
 from autotelic.checks import TrainingError, check_run
@@ -57,6 +56,7 @@ class Trainer:
             self.curriculum.attach(*build_evolver(config, self.policy, self.spec))
         self.generation = build_generation(config, self.policy)
         self.pipeline = build_pipeline(config, self.policy, self.curriculum, self.heldout, self.agents, self.generation)
+        warn_if_short(config, self.agents)  # every model is loaded by now: judges, evolver, roles
         self.train_group = build_train_group(config, self.spec) if config.dist.train_workers else None
         if self.train_group is not None:  # the ranks built the same initial weights: the driver follows them
             self._follow_train_group()

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import warnings
+import weakref
 from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,6 +105,9 @@ def resolve_device(name: str) -> torch.device:
 class HFPolicy:
     """A causal LM from a local directory, optionally wrapped with LoRA adapters, plus its optimizer."""
 
+    # every model this process holds (the trained ones and frozen role copies), for the run's memory estimate
+    loaded: weakref.WeakSet[HFPolicy] = weakref.WeakSet()
+
     def __init__(self, config: ModelConfig, lr: float = 1e-5, weight_decay: float = 0.0,
                  max_grad_norm: float = 1.0, seed: int = 0, stops: DecoderStops = DecoderStops()):
         from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
@@ -156,6 +160,7 @@ class HFPolicy:
         self.stops = stops  # in-trajectory early stops: of looping samples, of complete answers
         self._frozen_reference: torch.nn.Module | None = None
         self._ids_containing: dict[str, list[int]] = {}
+        HFPolicy.loaded.add(self)
 
     # ---- text <-> tokens -------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:

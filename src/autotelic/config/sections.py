@@ -50,10 +50,12 @@ class ModelConfig:
     bench/RESULTS.md; with LoRA the trained adapters stay float32) or auto (the checkpoint's own). On a GPU bf16 pays
     only where the update, not sampling, dominates: for the 135M model float32 was the fastest."""
 
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = True
     """Activation checkpointing in the update: each decoder layer of the completion pass keeps only its input and is
-    run again in backward: one more forward for much less memory on long samples (web episodes, code) or large
-    micro-batches (``algorithm.micro_batch_tokens``). Prefix sharing stays."""
+    run again in backward: one more forward for much less memory (the same gradients; the default run's update
+    held ~2 GB less, bench/RESULTS.md), most on long samples (web episodes, code) or large micro-batches
+    (``algorithm.micro_batch_tokens``). Prefix sharing stays. The GPU recipes turn it off: there memory is plenty
+    and the replay costs time."""
 
     def problems(self, key: str) -> list[str]:
         return [*filled(f"{key}.path", self.path), *filled(f"{key}.chat_template", self.chat_template),
