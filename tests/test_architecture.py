@@ -33,10 +33,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom first
     ("turn_credit",),  # a turn's advantage from its episode's per-turn rewards and the states it was taken from
     ("rollout", "update", "search", "evaluation", "dist", "vm_mcts", "win_rate"),
     ("modes",),  # generation modes as plug-ins: each builds its generator from the layers below
-    ("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"),  # training: knows every part
+    ("checks", "build", "run_state", "run_log", "run_evaluation", "divergence", "interrupt", "stopping",
+     "trainer"),  # training: knows every part
     ("targets", "python_api", "cli", "__init__"),  # entry points
 )
-TRAINING = LAYERS.index(("checks", "build", "run_state", "run_log", "run_evaluation", "trainer"))
+TRAINING = next(index for index, layer in enumerate(LAYERS) if "trainer" in layer)
 THIRD_PARTY_HOMES = {"vllm": "backends", "ray": "dist"}  # imported only there
 
 

@@ -32,12 +32,16 @@ class CheckpointError(RuntimeError):
     """No usable checkpoint: the message names the run directory or checkpoint and what to do."""
 
 
+def checkpoint_step(checkpoint: Path) -> int:
+    return int(checkpoint.name[len(PREFIX):])
+
+
 def checkpoint_dirs(run_dir: Path) -> list[Path]:
     root = run_dir / "checkpoints"
     if not root.is_dir():
         return []
     done = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX) and p.name[len(PREFIX):].isdigit()]
-    return sorted(done, key=lambda p: int(p.name[len(PREFIX):]))
+    return sorted(done, key=checkpoint_step)
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +16,8 @@ import torch
 
 from autotelic.abilities import Stateful
 from autotelic.backends.hf import HFPolicy
-from autotelic.checkpoint import CheckpointWriter, load_latest
+from autotelic.checkpoint import (CheckpointWriter, checkpoint_dirs, checkpoint_step, latest_checkpoint,
+                                  load_latest)
 from autotelic.checks import TrainingError
 from autotelic.config import RunConfig
 
@@ -83,6 +85,18 @@ class RunCheckpoints:
             "logs": {name: _size(self.run_dir / name) for name in STEP_LOGS},
             **extra,
         })
+
+    def latest(self) -> Path | None:
+        """The newest checkpoint written (none in flight)."""
+        self.wait()
+        return latest_checkpoint(self.run_dir)
+
+    def discard_from(self, step: int) -> None:
+        """Removes the checkpoints of ``step`` and later (weights found diverged): a resume must not load them."""
+        self.wait()
+        for path in checkpoint_dirs(self.run_dir):
+            if checkpoint_step(path) >= step:
+                shutil.rmtree(path)
 
     def restore(self, load: Callable[[dict[str, Any]], None]) -> None:
         """The newest whole checkpoint into ``load``, and the step logs cut back to what it covers: rows of later

@@ -17,10 +17,12 @@ from autotelic.backends.hf import HFPolicy
 from autotelic.backends.memory import memory_metrics, warn_if_short
 from autotelic.build import (build_agents, build_evolver, build_generation, build_pipeline, build_train_group,
                              plan_run)
-from autotelic.checks import TrainingError, check_run
+from autotelic.checks import check_run
 from autotelic.config import RunConfig, save_config, to_dict
 from autotelic.curricula.evolve import EvolvingPromptPool
+from autotelic.divergence import DivergenceGuard
 from autotelic.guardrails import Guardrails
+from autotelic.interrupt import CtrlC
 from autotelic.loading import load_config
 from autotelic.report.progress import ProgressDisplay
 from autotelic.report.sinks import MultiSink
@@ -28,13 +30,12 @@ from autotelic.rollout.asynchronous import RolloutSchedule
 from autotelic.run_evaluation import RunEvaluation
 from autotelic.run_log import group_metrics, worker_metrics, worker_pools, write_step_logs
 from autotelic.run_state import RunCheckpoints, TrainState, load_payload, new_run_dir, run_config_path
+from autotelic.stopping import STOPS, stopped
 from autotelic.types import Group
 from autotelic.update import RoleBaselines, dataset_pairs, dpo_update, train_on_groups
 
 if TYPE_CHECKING:
     from autotelic.dist.fsdp import FSDPTrainGroup
-
-MAX_CONSECUTIVE_FAILED_STEPS = 3
 
 
 class Trainer:
@@ -52,6 +53,7 @@ class Trainer:
         self.guardrails = Guardrails.for_run(config)
         self.agents = build_agents(config)  # the models load last: bad settings fail before they are read
         self.policy = self.agents[0]
+        self.guard = DivergenceGuard(self.agents, config.algorithm.lr)
         if isinstance(self.curriculum, EvolvingPromptPool):
             self.curriculum.attach(*build_evolver(config, self.policy, self.spec))
         self.generation = build_generation(config, self.policy)
@@ -73,7 +75,7 @@ class Trainer:
     def _stateful_parts(self) -> dict[str, Stateful]:
         parts = {"curriculum": self.curriculum, "replay": self.pipeline.replay,
                  "pending_rollouts": self.pipeline.generator, "role_baselines": self.baselines,
-                 "guardrails": self.guardrails}
+                 "guardrails": self.guardrails, "divergence": self.guard}
         return {name: part for name, part in parts.items() if isinstance(part, Stateful)}
 
     def _checkpoint(self) -> None:
@@ -95,8 +97,10 @@ class Trainer:
         started = time.perf_counter()
         if self.pairs is not None:
             return self._offline_dpo_step(started)
-        rollouts, metrics = self.rollouts.next(self.state.step)
+        with self.guard.generating(self.state.step):  # on the weights of the last step
+            rollouts, metrics = self.rollouts.next(self.state.step)
         generated = time.perf_counter()
+        self.guard.before_update(rollouts.batch, self.state.step)
         if rollouts.batch:
             self.checkpoints.wait()  # the update mutates the tensors a checkpoint may still be writing
         trained = False
@@ -105,6 +109,7 @@ class Trainer:
                 batch = [g for g in rollouts.batch if g.agent == index]
                 if batch and not agent.frozen:
                     update = self._update(agent, batch)
+                    self.guard.after_update(index, batch, update)
                     metrics.update(update if len(self.agents) == 1
                                    else {f"agent{index}/{k}": v for k, v in update.items()})
             trained = True
@@ -164,25 +169,16 @@ class Trainer:
         say = print
         try:
             print(*self.evaluation.before(state, self.agents), sep="\n")
-            failed_steps = 0
-            with ProgressDisplay(config.train.steps, state.step, state.evals[-1]["accuracy"],
-                                 config.logging.progress) as progress:
+            with CtrlC() as ctrl_c, ProgressDisplay(config.train.steps, state.step, state.evals[-1]["accuracy"],
+                                                    config.logging.progress) as progress:
                 say = progress.print
                 while state.step < config.train.steps:
                     if config.train.max_minutes is not None and state.train_seconds > 60 * config.train.max_minutes:
                         say(f"train.max_minutes={config.train.max_minutes} reached after {state.step} steps")
                         break
-                    try:
-                        metrics = self.step()
-                        failed_steps = 0
-                    except FloatingPointError as error:
-                        failed_steps += 1
-                        say(f"step {state.step + 1}: {error}")
-                        if failed_steps >= MAX_CONSECUTIVE_FAILED_STEPS:
-                            raise TrainingError(f"{failed_steps} consecutive failed steps ({error}); stopping. "
-                                                f"Checkpoints in {self.run_dir / 'checkpoints'} are intact") from error
-                        continue
+                    metrics = self.step()
                     state.step += 1
+                    self.guard.settle(state.step)  # the weights are this step's: a failure after it applied nothing
                     if config.eval.every and state.step % config.eval.every == 0 and state.step < config.train.steps:
                         accuracy = self.evaluation.accuracy(f"step{state.step}", self.policy).accuracy
                         metrics["eval/accuracy"] = accuracy
@@ -197,8 +193,10 @@ class Trainer:
                     if asked_to_stop:
                         say(f"stopped by a callback after {state.step} steps")
                         break
+                    ctrl_c.check()  # Ctrl-C: a finished step, checkpointed below
             self.rollouts.stop()  # rollouts collected for steps past a time limit wait in the last checkpoint
-            after, mode_summary = self.evaluation.after(state, self.agents)
+            with self.guard.generating(state.step):
+                after, mode_summary = self.evaluation.after(state, self.agents)
             if config.train.export_model:
                 self.policy.export(self.run_dir / "model")
                 for index, agent in enumerate(self.agents[1:], 1):
@@ -212,6 +210,8 @@ class Trainer:
                      if config.value.enabled else {})  # the trained policy is safe by now
             summary = self.evaluation.summary(state, after, {**sandbox, **value, **mode_summary,
                                                              "guardrail_alarms": self.guardrails.alarms})
+        except STOPS as error:  # one line; the run directory resumable from the checkpoint it names
+            raise stopped(error, state.step, self.guard, self.checkpoints, self._checkpoint) from None
         finally:
             self.rollouts.stop()
             sink.close()

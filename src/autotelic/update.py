@@ -212,7 +212,7 @@ def policy_gradient_update(policy: PolicyBackend, groups: list[Group], spec: Alg
 def _backward(loss: torch.Tensor, policy: PolicyBackend) -> None:
     if not torch.isfinite(loss):
         policy.zero_grad()
-        raise FloatingPointError(f"loss is {loss.item()}; update skipped")
+        raise FloatingPointError(f"the loss is {loss.item()}")
     loss.backward()
 
 

@@ -19,7 +19,8 @@ import shutil
 import warnings
 import weakref
 from dataclasses import replace
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,16 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+@contextmanager
+def settings_kept(optimizer: torch.optim.Optimizer) -> Iterator[None]:
+    """Loading an optimizer's state inside brings back the learning rate it was saved with: the run's own
+    (a resume's ``algorithm.lr=`` after a divergence) is put back."""
+    settings = [{key: group[key] for key in ("lr", "weight_decay")} for group in optimizer.param_groups]
+    yield
+    for group, own in zip(optimizer.param_groups, settings):
+        group.update(own)
+
+
 class HFPolicy:
     """A causal LM from a local directory, optionally wrapped with LoRA adapters, plus its optimizer."""
 
@@ -155,6 +166,7 @@ class HFPolicy:
         self.optimizer = torch.optim.AdamW(self.trainable, lr=lr, weight_decay=weight_decay, fused=True)
         self.max_grad_norm = max_grad_norm
         self.frozen = lr == 0  # never updated (a CoMAS agent at learning rate 0): it plays, nothing trains it
+        self.grad_norm_ceiling = math.inf  # a norm above it is a spike: the trainer sets it from the recent norms
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
         self.stops = stops  # in-trajectory early stops: of looping samples, of complete answers
@@ -289,9 +301,11 @@ class HFPolicy:
         if hasattr(grad_norm, "full_tensor"):  # a DTensor: FSDP ranks (dist/fsdp.py) clip by the norm over all shards
             grad_norm = grad_norm.full_tensor()
         torch.nn.utils.clip_grads_with_norm_(self.trainable, self.max_grad_norm, grad_norm)
-        if not torch.isfinite(grad_norm):
+        if not torch.isfinite(grad_norm) or grad_norm.item() > self.grad_norm_ceiling:
             self.zero_grad()
-            raise FloatingPointError(f"non-finite gradient norm ({grad_norm.item()}); update skipped")
+            raise FloatingPointError(f"the gradient norm is {grad_norm.item():.4g}" + (
+                " (not finite)" if not torch.isfinite(grad_norm)
+                else f", far above its running range (ceiling {self.grad_norm_ceiling:.4g})"))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.version += 1
@@ -311,7 +325,8 @@ class HFPolicy:
 
     def load_training_state(self, state: dict[str, Any]) -> None:
         self.load_trainable_state(state["trainable"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        with settings_kept(self.optimizer):
+            self.optimizer.load_state_dict(state["optimizer"])
         self.version = state["policy_version"]
         self.generator.set_state(state["generator"])
 

@@ -44,7 +44,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from autotelic.algorithms import BATCH_WHITENED, AlgorithmSpec
-from autotelic.backends.hf import HFPolicy
+from autotelic.backends.hf import HFPolicy, settings_kept
 from autotelic.backends.memory import memory_metrics
 from autotelic.config import AlgorithmConfig, DistConfig, ModelConfig
 from autotelic.dist.actors import actor_threads, check_room, completed, connect
@@ -224,7 +224,8 @@ class TrainRank:
         if state["optimizer"] is None:
             self.policy.optimizer.state.clear()
         else:
-            set_optimizer_state_dict(self.policy.model, self.policy.optimizer, state["optimizer"], options=whole)
+            with settings_kept(self.policy.optimizer):
+                set_optimizer_state_dict(self.policy.model, self.policy.optimizer, state["optimizer"], options=whole)
         self.policy.version = state["policy_version"]
 
 
