@@ -18,6 +18,7 @@ from autotelic.checkpoint import CheckpointError
 from autotelic.config import ConfigError
 from autotelic.curricula import EmptyFamilyError, EmptyPoolError
 from autotelic.envs import UnknownEnvironmentError
+from autotelic.interrupt import Interrupted
 from autotelic.loading import load_config
 from autotelic.rollout.episode_tree import ReplayError
 from autotelic.tasks import UnknownFamilyError
@@ -71,6 +72,12 @@ def commands(
         typer.echo(context.get_help())
 
 
+def _interrupted(message: str) -> None:
+    """Ctrl-C: the line says where the run stopped and how to continue; 130 is the shell's code for SIGINT."""
+    typer.echo(message, err=True)
+    raise typer.Exit(130)
+
+
 def _setup_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # our progress bar is the only one: no per-file loading/saving bars or library deprecation notes
@@ -97,6 +104,10 @@ def run(
         train(load_config(config, list(overrides or []) + extra))
     except USER_ERRORS as error:
         _fail(error)
+    except Interrupted as error:
+        _interrupted(str(error))
+    except KeyboardInterrupt:  # before training began (the model loading): nothing to keep
+        _interrupted("interrupted before training began")
     except Exception as error:
         _fail_if_users(error)
 
@@ -111,6 +122,10 @@ def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
         resume_run(run_dir, list(overrides or []))
     except USER_ERRORS as error:
         _fail(error)
+    except Interrupted as error:
+        _interrupted(str(error))
+    except KeyboardInterrupt:
+        _interrupted(f"interrupted before training began; continue with: autotelic resume {run_dir}")
     except Exception as error:
         _fail_if_users(error)
 
