@@ -13,7 +13,7 @@ import autotelic
 from autotelic.config import to_dict
 from autotelic.loading import load_config
 from autotelic.text import first_integer_matches
-from autotelic.checks import TrainingError
+from autotelic.divergence import DivergenceError
 from autotelic.run_state import new_run_dir
 from autotelic.trainer import Trainer
 
@@ -70,21 +70,23 @@ def test_short_run_records_true_numbers_and_updates_weights(tmp_path, embedded_d
     assert to_dict(load_config(run_dir / "config.yaml")) == to_dict(config)
 
 
-def test_non_finite_model_stops_after_three_steps_keeping_the_checkpoint(tmp_path):
-    config = load_config(None, SMALL + ["train.steps=1", f"logging.runs_dir={tmp_path}", "logging.run_name=nan"])
+def test_weights_that_turn_non_finite_stop_the_run_in_one_line_and_their_checkpoint_goes(tmp_path):
+    config = load_config(None, SMALL + [f"logging.runs_dir={tmp_path}", "logging.run_name=nan"])
     run_dir = new_run_dir(config)
     Trainer(config, run_dir).run()
-    checkpoint = run_dir / "checkpoints" / "step_000001"
-    assert checkpoint.is_dir()
+    checkpoints = run_dir / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step_000001", "step_000002"]
 
     config = load_config(run_dir / "config.yaml", ["train.steps=3"])
     trainer = Trainer(config, run_dir, resume=True)
-    with torch.no_grad():
+    with torch.no_grad():  # the weights of step 2 as a diverged update would leave them
         trainer.policy.trainable[0].fill_(float("nan"))
-    with pytest.raises(TrainingError, match="3 consecutive failed steps .*non-finite logits.*intact"):
+    with pytest.raises(DivergenceError, match=r"^step 3: the model produced non-finite logits during generation; the "
+                       r"learning rate \(algorithm.lr=0.001\) is the likely cause; the weights of step 2 diverged .*"
+                       f"last good checkpoint: {checkpoints / 'step_000001'}; resume with: autotelic resume {run_dir} "
+                       r"algorithm.lr=2e-05$"):
         trainer.run()
-    assert (checkpoint / "state.pt").is_file()
-    assert torch.load(checkpoint / "state.pt", weights_only=False)["state"]["step"] == 1
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step_000001"]  # resuming cannot load step 2's
 
 
 def test_a_run_without_export_or_report_is_evaluated_after_the_cli_exports_its_checkpoint(tmp_path):

@@ -53,7 +53,7 @@ def stopped(error: BaseException, done_steps: int, guard: DivergenceGuard, check
     if isinstance(error, KeyboardInterrupt):
         return Interrupted(f"interrupted after step {done_steps} (the work in progress was abandoned); "
                            f"last checkpoint: {last}; continue with: {resume}")
-    step = error.of_step if isinstance(error, DivergedWeights) else done_steps + 1
+    step = done_steps + 1  # the step in progress (its generation found the last step's weights diverged)
     kept = _kept(error, step, guard.applied())
     if isinstance(error, FloatingPointError):
         if isinstance(error, NonFiniteRewards):
