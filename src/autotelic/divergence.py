@@ -38,7 +38,7 @@ class DivergenceError(TrainingError):
 
 
 class DivergedWeights(FloatingPointError):
-    """The weights ``of_step`` produced non-finite values: they must not be checkpointed or exported."""
+    """The weights of step ``of_step`` produce non-finite values: they must not be checkpointed or exported."""
 
     def __init__(self, message: str, of_step: int):
         super().__init__(message)
@@ -59,7 +59,8 @@ class GradNormRange:
         return SPIKE_FACTOR * statistics.median(self.recent) if len(self.recent) >= WARM_UP else math.inf
 
     def observe(self, norm: float) -> None:
-        self.recent = [*self.recent, norm][-WINDOW:]
+        if norm > 0:  # a batch without signal (equal rewards) has no gradient: a median of 0 would refuse any
+            self.recent = [*self.recent, norm][-WINDOW:]
 
 
 class DivergenceGuard:
