@@ -8,7 +8,8 @@ What is checked before the optimizer step (rewards, loss, gradient norm) leaves 
 what the update itself did (the weights) is seen after it: a probe forward on one of the step's samples, so
 that weights that turned non-finite are never checkpointed or exported. The lower layers raise plain
 ``FloatingPointError``s saying what went wrong (update.py's loss, the backend's gradient norm and its
-``grad_norm_ceiling``, generation's logits); stopping.py turns any of them into the run's one line.
+``grad_norm_ceiling``, generation's logits); stopping.py turns any of them into the run's one line. With
+``dist.train_workers`` the ranks' own backends refuse a non-finite norm; the spike ceiling is not sent to them.
 """
 
 from __future__ import annotations
