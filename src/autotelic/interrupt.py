@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from types import FrameType, TracebackType
 
 
-class Interrupted(Exception):
-    """The run stopped on Ctrl-C; the message says where and how to continue. The command line exits 130."""
+class Interrupted(KeyboardInterrupt):
+    """The run stopped on Ctrl-C; the message says where and how to continue. The command line exits 130; a
+    script that catches KeyboardInterrupt catches it too."""
 
 
 class StopRequested(Exception):
