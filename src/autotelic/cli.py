@@ -106,8 +106,8 @@ def run(
         _fail(error)
     except Interrupted as error:
         _interrupted(str(error))
-    except KeyboardInterrupt:  # before training began (the model loading): nothing to keep
-        _interrupted("interrupted before training began")
+    except KeyboardInterrupt:  # outside the training loop (the model loading): the run keeps what it had
+        _interrupted("interrupted")
     except Exception as error:
         _fail_if_users(error)
 
@@ -125,7 +125,7 @@ def resume(run_dir: Path, overrides: Optional[list[str]] = OVERRIDES) -> None:
     except Interrupted as error:
         _interrupted(str(error))
     except KeyboardInterrupt:
-        _interrupted(f"interrupted before training began; continue with: autotelic resume {run_dir}")
+        _interrupted(f"interrupted; continue with: autotelic resume {run_dir}")
     except Exception as error:
         _fail_if_users(error)
 
