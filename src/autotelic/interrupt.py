@@ -1,8 +1,8 @@
 """Ctrl-C during a run: the first finishes the step in progress (an update stopped halfway would leave weights
 that are neither the last step's nor the next one's), then the run writes a checkpoint, says how to continue
 and exits 130. A second Ctrl-C abandons the step at once: the run then keeps only the checkpoints it has. While
-the stop's own checkpoint is written, Ctrl-C is ignored: the write takes seconds and is atomic anyway
-(checkpoint.py), so a second press could only cost the checkpoint it asked for."""
+the run stops (stopping.py: its checkpoint written, its line composed), Ctrl-C is ignored: that takes seconds
+and the write is atomic anyway (checkpoint.py), so a second press could only cost the checkpoint it asked for."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class CtrlC:
     @staticmethod
     @contextmanager
     def ignored() -> Iterator[None]:
-        """SIGINT is ignored inside (the stop's own checkpoint write); main thread only, like signals."""
+        """SIGINT is ignored inside (while the run stops); main thread only, like signals."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return

@@ -36,16 +36,22 @@ def _kept(error: BaseException, step: int, applied: bool) -> str:
 def stopped(error: BaseException, done_steps: int, guard: DivergenceGuard, checkpoints: RunCheckpoints,
             save: Callable[[], None]) -> BaseException:
     """The one-line error a run raises for ``error`` (one of ``STOPS``) after ``done_steps`` finished steps;
-    ``save`` writes a checkpoint of them. A ``TrainingError`` keeps its type, its message extended."""
+    ``save`` writes a checkpoint of them. A ``TrainingError`` keeps its type, its message extended. Ctrl-C is
+    ignored meanwhile: it takes at most a checkpoint's write, and a press would leave the line unsaid."""
+    with CtrlC.ignored():
+        return _stopped(error, done_steps, guard, checkpoints, save)
+
+
+def _stopped(error: BaseException, done_steps: int, guard: DivergenceGuard, checkpoints: RunCheckpoints,
+             save: Callable[[], None]) -> BaseException:
     if isinstance(error, DivergedWeights):
         checkpoints.discard_from(error.of_step)
     abandoned = isinstance(error, (DivergedWeights, KeyboardInterrupt)) or guard.applied()
     good = isinstance(error, StopRequested) or not abandoned
     latest = checkpoints.latest()
     if good and done_steps and (latest is None or checkpoint_step(latest) != done_steps):
-        with CtrlC.ignored():
-            save()
-            latest = checkpoints.latest()
+        save()
+        latest = checkpoints.latest()
     last = str(latest) if latest is not None else "none (resuming starts over)"
     resume = f"autotelic resume {checkpoints.run_dir}"
     if isinstance(error, StopRequested):
