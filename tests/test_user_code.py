@@ -152,7 +152,9 @@ def test_a_failing_reward_stops_the_run_in_one_line_with_the_users_file_and_line
     result, run_dir = _run(tmp_path, f"filter.rewards=[{{name: my_rewards.py:{function}}}]")
     line = _assert_stopped(result, run_dir, f"reward function my_rewards.py:{function} {problem} on task add:",
                            f"my_rewards.py:{_line(REWARDS, at)}", "filter.on_reward_error=drop")
-    assert "autotelic" not in line.split(" at ")[-1]  # the user's frames only
+    assert "autotelic" not in line.split(" at ")[-1].split("; ")[0]  # the user's frames only
+    assert line.endswith("nothing of step 1 was applied; last good checkpoint: none (resuming starts over); "
+                         f"resume with: autotelic resume {run_dir}")  # trainer.run's stop: resumable
     assert not (run_dir / "rollouts.jsonl").exists()  # stopped before the first update
 
 
