@@ -19,7 +19,7 @@ def record(task, exchanges: list[tuple[str, float | None]]) -> dict:
     turns = [{"role": role, "round": 0, "solution": index, "text": text}
              for index, (answer, grade) in enumerate(exchanges)
              for role, text in (("solver", answer), ("evaluator", "a review"),
-                                ("scorer", "no grade" if grade is None else f"{grade:g}"))]
+                                ("scorer", "no grade" if grade is None else f"Briefly so. <score>{grade:g}</score>"))]
     return {"prompt": task.prompt, "turns": turns, "grades": [grade for _, grade in exchanges]}
 
 

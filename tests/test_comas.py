@@ -310,7 +310,7 @@ def test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_re
         "eval.max_new_tokens=8", "algorithm.lr=1e-3", "model.lora_rank=8",
         'discussion.models=[null, "random:qwen2-tiny", null]',
         # the base models rarely write the tagged grade: a length term makes the scorers' penalised turns differ
-        "filter.rewards=[{name: env}, {name: length, options: {max_chars: 8}}]",
+        "filter.rewards=[{name: env}, {name: length, options: {max_chars: 40}}]",
         "logging.progress=false", "train.max_minutes=null", "train.checkpoint_every=1",
         f"logging.runs_dir={tmp_path}", "logging.run_name=comas"]
     config = load_config(Path(__file__).parent.parent / "recipes" / "comas.yaml", options)
@@ -339,13 +339,13 @@ def test_three_agents_on_two_base_models_discuss_train_on_their_own_turns_and_re
         grade = parse_tagged_score(reply, 1, 3)
         assert row["grade"] == grade
         if row["role"] == "scorer":
-            length = -min(1.0, max(0, len(reply) - 8) / 8)
+            length = -min(1.0, max(0, len(reply) - 40) / 40)
             assert row["reward"] == pytest.approx((0.0 if grade is not None else -1.0) + length)
         elif grade is None:
             assert row["reward"] is None and row["filter"] == "unscorable"
         else:
             s = (grade - 1) / 2
-            length = -min(1.0, max(0, len(row["completion"]) - 8) / 8)
+            length = -min(1.0, max(0, len(row["completion"]) - 40) / 40)
             assert row["reward"] == pytest.approx((s if row["role"] == "solver" else 1 - s) + length)
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert all(f"agent{i}/train/loss" in r and f"agent{i}/train/kl" in r for r in steps if "reward/mean" in r

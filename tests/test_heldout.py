@@ -36,11 +36,11 @@ CODE = "```python\ndef f(x):\n    y = x + 1\n    z = y * 2\n    return z\n```"
 
 
 def _forbidden(config) -> tuple[set[str], set[str]]:
-    """The held-out uids of both splits, and the prompts that identify their held-out task, drawn afresh from the
-    config."""
+    """The held-out uids of the split evaluated (and of test, where validation is), and the prompts that identify
+    their held-out task, drawn afresh from the config."""
     ev = config.eval
-    held = [task for split in split_tasks(config.curriculum.families, ev.levels, ev.per_level, ev.seed, "test")
-            for task in split]
+    held = [task for part in split_tasks(config.curriculum.families, ev.levels, ev.per_level, ev.seed, ev.split)
+            for task in part]
     return {t.uid for t in held}, {normalise(t.prompt) for t in held if t.uid == task_uid(t.family, t.prompt)}
 
 
@@ -176,16 +176,16 @@ def test_test_time_and_self_play_sets_are_labelled():
     assert all(plain.excludes(t) for t in plain.tasks)
 
 
-def test_the_validation_split_is_drawn_like_test_disjoint_from_it_and_kept_out_of_training_too():
+def test_the_validation_split_is_drawn_like_test_disjoint_from_it_and_both_kept_out_of_its_training():
     config = load_config(RECIPES[0].parent / "default.yaml")
     test = build_heldout(config)
     config.eval.split = "validation"
     validation = build_heldout(config)
-    assert test.split == "test" and validation.split == "validation"
+    assert test.split == "test" and validation.split == "validation" and not test.set_aside
     assert validation.summary()["heldout_split"] == "validation" and len(validation) == len(test)
     assert not {t.uid for t in test} & {t.uid for t in validation}
     cells = lambda tasks: sorted((t.family, t.level) for t in tasks)  # noqa: E731
     assert cells(test) == cells(validation)  # as many tasks a family and level
-    for task in [*test, *validation]:  # each keeps both splits out of training
-        assert test.excludes(task) and validation.excludes(task)
+    assert all(validation.excludes(task) for task in [*test, *validation])  # choosing settings never sees test
+    assert not any(test.excludes(task) for task in validation)  # a test run trains as before
     assert {t.uid for t in validation.set_aside} == {t.uid for t in test}

@@ -8,7 +8,8 @@ A uid is a task's identity: what it asks and what answers it (``tasks.task_uid``
 
 Two splits are drawn alike, each ``eval.per_level`` tasks a family and level: ``test``, which results report, and
 ``validation`` (another seed, none of test's tasks), on which settings are chosen. ``eval.split`` names the one
-evaluated; training stays out of both, so a run evaluated on either trains the same.
+evaluated. A run evaluated on test keeps only test out of training (a small data set loses no more rows than
+before); one evaluated on validation keeps both out, so that the settings it chooses never saw test either.
 
 ``kind`` says what the held-out accuracy measures; summaries, metrics rows and reports carry it:
 - ``held_out``: tasks no training source draws;
@@ -68,10 +69,12 @@ def heldout_tasks(families: list[str], levels: list[int], per_level: int, seed: 
 
 def split_tasks(families: list[str], levels: list[int], per_level: int, seed: int, split: Split) -> tuple[
         list[Task], list[Task]]:
-    """(the split evaluated, the other one): test from ``seed``, validation from its own seed, minus test's tasks."""
+    """(the tasks evaluated, those also kept out of training): test from ``seed`` alone; or validation, from its
+    own seed and none of test's tasks, with test set aside."""
     test = heldout_tasks(families, levels, per_level, seed)
-    validation = heldout_tasks(families, levels, per_level, f"validation/{seed}", frozenset(t.uid for t in test))
-    return (test, validation) if split == "test" else (validation, test)
+    if split == "test":
+        return test, []
+    return heldout_tasks(families, levels, per_level, f"validation/{seed}", frozenset(t.uid for t in test)), test
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ class HeldOut(Sequence[Task]):
     kind: HeldOutKind = "held_out"
     split: Split = "test"
     set_aside: tuple[Task, ...] = ()
-    """The other split's tasks: kept out of training as well, never evaluated."""
+    """Tasks kept out of training as well, never evaluated: test's, where validation is evaluated."""
     uids: frozenset[str] = field(init=False)
     prompts: frozenset[str] = field(init=False)
     """Normalised prompts of the held-out tasks their prompt alone identifies (not a guess-the-number prompt,
@@ -152,5 +155,5 @@ def _check_room(heldout: HeldOut, families: list[str], levels: list[int], per_le
             if all(heldout.excludes(family.generate(rng, level)) for _ in range(PROBE_DRAWS)):
                 held = sum(t.family == name and t.level == level for t in (*heldout.tasks, *heldout.set_aside))
                 raise ConfigError(f"eval.per_level={per_level} holds out every task of family '{name}' level {level} "
-                                  f"({held} distinct over the test and validation splits), leaving none to train "
-                                  f"on: lower eval.per_level or drop level {level} from eval.levels")
+                                  f"({held} distinct, over both splits with eval.split=validation), leaving none to "
+                                  f"train on: lower eval.per_level or drop level {level} from eval.levels")

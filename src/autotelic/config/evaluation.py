@@ -107,7 +107,8 @@ class EvalConfig:
     """Seed for the held-out set; the trainer's task streams never use it."""
     split: Literal["test", "validation"] = "test"
     """The held-out split evaluated: test (the one results report) or validation (drawn the same way from another
-    seed, disjoint from test: choose settings on it, never on test). Training draws from neither."""
+    seed, disjoint from test: choose settings on it, never on test). Training never draws the split evaluated,
+    nor test when validation is."""
     per_level: int = 16
     """Held-out tasks per family and level."""
     levels: list[int] = field(default_factory=lambda: [1, 2, 3])
