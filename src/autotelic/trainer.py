@@ -2,7 +2,8 @@
 Control -> Replay, rollout/pipeline.py), updates every agent on its own groups, logs, and every
 ``checkpoint_every`` steps writes a checkpoint ``autotelic resume`` continues from exactly. Its parts live
 next door: ``checks.py`` (what is wrong with a config), ``build.py`` (the parts from the config), ``update.py``
-(the loss), ``run_evaluation.py``, ``run_log.py`` and ``run_state.py`` (checkpoints, the run directory)."""
+(the loss), ``run_evaluation.py``, ``run_log.py`` and ``run_state.py`` (checkpoints, the run directory).
+"""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class Trainer:
         plan = plan_run(config)
         self.spec, self.isolation, self.pairs = plan.spec, plan.isolation, plan.pairs
         self.heldout, self.curriculum = plan.heldout, plan.curriculum
-        self.after_step = after_step  # sees each step's metrics; True ends the run there (the Python API's callbacks)
+        self.after_step = after_step  # sees each step's metrics; True ends the run (the Python API's callbacks)
         self.config, self.run_dir = config, run_dir
         self.evaluation = RunEvaluation(config, self.heldout, run_dir, self.curriculum)
         self.baselines = RoleBaselines(config.algorithm.rae_decay) if self.spec.advantage == "rae" else None
